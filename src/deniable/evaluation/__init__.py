@@ -1,0 +1,1 @@
+"""Evaluation: downstream utility of privatized text and membership-inference risk."""

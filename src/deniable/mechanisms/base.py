@@ -1,0 +1,170 @@
+"""The :class:`Mechanism` interface shared by every word-level mechanism.
+
+A mechanism maps word ids to word ids at random, satisfying metric differential privacy
+(d_X-privacy, Chatzikokolakis et al. 2013; Madlib paper §2.3):
+
+    Pr[M(x) = y] ≤ exp(ε · d(x, x')) · Pr[M(x') = y]   for all inputs x, x' and outputs y,
+
+and, applied word by word to a document of ℓ words, exp(ε · Σᵢ d(xᵢ, xᵢ')) for whole documents
+(Madlib paper Theorem 1). The id :data:`~deniable.embeddings.UNK_ID` (-1) is the single
+out-of-vocabulary point; mechanisms define where it lies in their metric space.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, overload
+
+import numpy as np
+
+from .._random import RNGLike, as_generator
+from .._validation import check_positive
+from ..embeddings.embedding import UNK_ID
+from ..text.privatize import privatize_texts
+
+__all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism"]
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What a mechanism guarantees: ε·d-privacy for metric ``metric`` over inputs ``domain``."""
+
+    epsilon: float
+    metric: str
+    domain: str
+
+    def __str__(self) -> str:
+        return (
+            f"metric DP with epsilon={self.epsilon:g}: Pr[M(x)=y] <= exp({self.epsilon:g}*d(x,x'))*Pr[M(x')=y] "
+            f"for all x, x' in {self.domain}, d = {self.metric}; per document: exp(epsilon * sum_i d(x_i, x'_i))"
+        )
+
+
+class Mechanism(ABC):
+    """Base class: a randomized map from vocabulary ids to vocabulary ids.
+
+    Subclasses implement :meth:`_sample_ids` (vectorized over a batch), :meth:`distance` (the
+    metric of their guarantee) and set ``name``; they validate their parameters in ``__init__``.
+    """
+
+    name: ClassVar[str] = "mechanism"
+
+    def __init__(self, vocabulary: Any, *, epsilon: float) -> None:
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.vocabulary = vocabulary
+
+    # -- the interface ---------------------------------------------------------------------
+    @abstractmethod
+    def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Sample outputs for a validated flat int64 array of ids (may contain UNK_ID)."""
+
+    @abstractmethod
+    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
+        """Element-wise metric ``d`` of the guarantee between words ``ids_a[i]`` and ``ids_b[i]``."""
+
+    @property
+    @abstractmethod
+    def guarantee(self) -> Guarantee:
+        """The formal guarantee: ε, metric, domain."""
+
+    def _params(self) -> dict[str, Any]:
+        """Parameters shown in ``repr`` (besides epsilon)."""
+        return {}
+
+    # -- shared behaviour ------------------------------------------------------------------
+    @property
+    def n_words(self) -> int:
+        return len(self.vocabulary)
+
+    def _as_ids(self, ids: Any) -> np.ndarray:
+        arr = np.asarray(ids)
+        if arr.size == 0:
+            return arr.astype(np.int64).reshape(arr.shape)
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"ids must be an integer array, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64, copy=False)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < UNK_ID or hi >= self.n_words:
+            raise ValueError(f"ids must lie in [-1, {self.n_words - 1}] (-1 = out of vocabulary), got values in [{lo}, {hi}]")
+        return arr
+
+    def id_of(self, word_or_id: str | int) -> int:
+        """Id of a word (looked up as the text path does: lower-cased for uncased vocabularies)
+        or a validated id."""
+        if isinstance(word_or_id, str):
+            key = word_or_id.lower() if self.vocabulary.uncased else word_or_id
+            return self.vocabulary.id_of(key)
+        return int(self._as_ids(np.asarray([word_or_id]))[0])
+
+    def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
+        """Privatize word ids: an output id for each input id (same shape, int64).
+
+        ``ids`` may contain :data:`~deniable.embeddings.UNK_ID` (-1), the out-of-vocabulary point.
+        """
+        arr = self._as_ids(ids)
+        if arr.size == 0:
+            return arr.copy()
+        out = self._sample_ids(arr.ravel(), as_generator(rng))
+        return np.asarray(out, dtype=np.int64).reshape(arr.shape)
+
+    def privacy_loss_bound(self, w1: str | int, w2: str | int) -> float:
+        """ε·d(w1, w2): the largest log-likelihood ratio an observer can get between w1 and w2."""
+        a, b = self.id_of(w1), self.id_of(w2)
+        return self.epsilon * float(self.distance(np.array([a]), np.array([b]))[0])
+
+    @overload
+    def privatize(self, texts: str, rng: RNGLike = None, *, oov: str = "unk") -> str: ...
+
+    @overload
+    def privatize(self, texts: Sequence[str], rng: RNGLike = None, *, oov: str = "unk") -> list[str]: ...
+
+    def privatize(self, texts: str | Sequence[str], rng: RNGLike = None, *, oov: str = "unk") -> str | list[str]:
+        """Privatize a text or a list of texts, word by word, keeping the layout.
+
+        ``oov``: ``"unk"`` (default; unknown words are privatized as the UNK point), ``"drop"``
+        (removed), or ``"keep"`` (emitted verbatim: an unsafe opt-out that warns).
+        """
+        if isinstance(texts, str):
+            return privatize_texts(self, [texts], rng=rng, oov=oov)[0]
+        return privatize_texts(self, list(texts), rng=rng, oov=oov)
+
+    def __repr__(self) -> str:
+        params = "".join(f", {k}={v!r}" for k, v in self._params().items())
+        g = self.guarantee
+        return (
+            f"{type(self).__name__}(epsilon={self.epsilon:g}{params}, vocabulary={self.n_words} words "
+            f"[{getattr(self.vocabulary, 'fingerprint', '?')}]; guarantee: {g.epsilon:g}*d-privacy, d = {g.metric}, "
+            f"over {g.domain})"
+        )
+
+
+class EmbeddingMechanism(Mechanism):
+    """A mechanism over a real-valued :class:`~deniable.embeddings.Embedding`; UNK is the
+    vocabulary mean vector."""
+
+    def __init__(self, embedding: Any, *, epsilon: float) -> None:
+        from ..embeddings.embedding import Embedding
+
+        if not isinstance(embedding, Embedding):
+            raise TypeError(f"embedding must be a deniable.Embedding, got {type(embedding).__name__}; see deniable.load_embedding()")
+        super().__init__(embedding, epsilon=epsilon)
+        self.embedding = embedding
+
+    def points(self, ids: np.ndarray) -> np.ndarray:
+        """Vectors of ``ids`` (float32), the vocabulary mean for UNK_ID."""
+        ids = np.asarray(ids, dtype=np.int64)
+        pts = self.embedding.vectors[np.maximum(ids, 0)]
+        unk = ids == UNK_ID
+        if unk.any():
+            pts[unk] = self.embedding.mean
+        return pts
+
+    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
+        diff = self.points(ids_a).astype(np.float64) - self.points(ids_b).astype(np.float64)
+        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+
+    @property
+    def _domain(self) -> str:
+        return f"the {self.n_words} vocabulary words and UNK (the vocabulary mean vector)"

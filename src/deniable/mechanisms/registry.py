@@ -1,0 +1,66 @@
+"""Mechanisms by name: ``get_mechanism("madlib" | "mahalanobis" | "tem" | "brr", ...)``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .base import Mechanism
+
+__all__ = ["get_mechanism", "register_mechanism", "available_mechanisms"]
+
+# name -> "module:Class" (imported on first use, so the core import stays light) or a class
+_REGISTRY: dict[str, Any] = {
+    "madlib": "deniable.mechanisms.madlib:Madlib",
+    "mahalanobis": "deniable.mechanisms.mahalanobis:Mahalanobis",
+    "tem": "deniable.mechanisms.tem:TEM",
+    "brr": "deniable.mechanisms.brr:BRR",
+}
+
+
+def register_mechanism(name: str, cls: type[Mechanism] | str, *, replace: bool = False) -> None:
+    """Register a mechanism class (or a ``"module:Class"`` path) under ``name``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"mechanism name must be a non-empty string, got {name!r}")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"a mechanism named {name!r} is already registered; pass replace=True to override it")
+    _REGISTRY[name] = cls
+
+
+def available_mechanisms() -> list[str]:
+    """Names accepted by :func:`get_mechanism`."""
+    return sorted(_REGISTRY)
+
+
+def _resolve(name: str) -> type[Mechanism]:
+    entry = _REGISTRY[name]
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attr)
+        _REGISTRY[name] = entry
+    return entry
+
+
+def get_mechanism(name: str, embedding: Any = None, *, epsilon: float, **params: Any) -> Mechanism:
+    """Build a mechanism by name.
+
+    Parameters
+    ----------
+    name
+        One of :func:`available_mechanisms`.
+    embedding
+        The embedding to work on; ``None`` uses the bundled default
+        (:func:`deniable.load_embedding`).
+    epsilon
+        Privacy parameter ε > 0.
+    **params
+        Mechanism-specific keyword parameters (e.g. ``lam`` for ``"mahalanobis"``).
+    """
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(available_mechanisms())}")
+    cls = _resolve(name)
+    if embedding is None:
+        from ..embeddings import load_embedding
+
+        embedding = load_embedding()
+    return cls(embedding, epsilon=epsilon, **params)

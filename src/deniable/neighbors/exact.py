@@ -1,0 +1,153 @@
+"""Exact Euclidean nearest-neighbour search with bounded memory.
+
+For a batch of queries ``q`` the squared distance to each vocabulary vector ``e`` is
+``‖q‖² + (‖e‖² − 2 q·e)``; the first term does not change the argmin. We store the augmented
+matrix ``[−2e, ‖e‖²]`` once, append a 1 to each query, and one matrix product per block gives
+the scores; a per-block argmin (or argpartition for k > 1) follows while the block is in cache.
+Blocks are sized so the score buffer stays within ``memory_bytes`` (default 64 MiB) whatever the
+batch size. Scores are float32: candidates whose true distances differ by less than float32
+rounding (about 1e-6 relative) may be ordered either way; ``knn`` recomputes the returned
+distances exactly in float64 and sorts by them. Ties go to the lowest id.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .._validation import check_int
+
+__all__ = ["SearchIndex", "ExactEuclideanIndex"]
+
+
+@runtime_checkable
+class SearchIndex(Protocol):
+    """Anything that maps query vectors to the id of a vocabulary vector (1-NN)."""
+
+    def search(self, queries: np.ndarray) -> np.ndarray: ...
+
+
+class ExactEuclideanIndex:
+    """Exact Euclidean 1-NN and k-NN over the rows of ``vectors``.
+
+    Parameters
+    ----------
+    vectors
+        ``(V, d)`` vocabulary vectors.
+    memory_bytes
+        Upper bound on the score buffer (and so the working set) per call, default 64 MiB.
+    """
+
+    exact = True
+
+    def __init__(self, vectors: np.ndarray, *, memory_bytes: int = 64 << 20) -> None:
+        vectors = np.asarray(vectors)
+        if vectors.ndim != 2 or vectors.shape[0] == 0:
+            raise ValueError(f"vectors must be a non-empty 2-D array, got shape {vectors.shape}")
+        self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+        self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        n, d = self._vectors.shape
+        aug = np.empty((n, d + 1), dtype=np.float32)
+        np.multiply(self._vectors, -2.0, out=aug[:, :d])
+        aug[:, d] = np.einsum("ij,ij->i", self._vectors.astype(np.float64), self._vectors.astype(np.float64))
+        self._aug = aug
+
+    @property
+    def size(self) -> int:
+        return int(self._vectors.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self._vectors.shape[1])
+
+    def _blocks(self, n_queries: int) -> tuple[int, int]:
+        V = self.size
+        cells = max(1, self.memory_bytes // 4)
+        qb = int(np.clip(cells // V, 64, 1024))
+        qb = max(1, min(qb, n_queries))
+        vb = int(min(V, max(1, cells // qb)))
+        return qb, vb
+
+    def _augment(self, q: np.ndarray) -> np.ndarray:
+        qa = np.empty((q.shape[0], self.dim + 1), dtype=np.float32)
+        qa[:, :-1] = q
+        qa[:, -1] = 1.0
+        return qa
+
+    def _check(self, queries: np.ndarray) -> np.ndarray:
+        q = np.asarray(queries)
+        if q.ndim != 2 or q.shape[1] != self.dim:
+            raise ValueError(f"queries must have shape (n, {self.dim}), got {q.shape}")
+        return q
+
+    def search(self, queries: np.ndarray) -> np.ndarray:
+        """Id of the nearest vocabulary vector for each query row (int64, shape ``(n,)``)."""
+        q = self._check(queries)
+        n = q.shape[0]
+        out = np.empty(n, dtype=np.int64)
+        if n == 0:
+            return out
+        qb, vb = self._blocks(n)
+        buf = np.empty(qb * vb, dtype=np.float32)
+        V = self.size
+        for s in range(0, n, qb):
+            qa = self._augment(q[s : s + qb])
+            m = qa.shape[0]
+            if vb == V:
+                scores = buf[: m * V].reshape(m, V)
+                np.matmul(qa, self._aug.T, out=scores)
+                out[s : s + m] = scores.argmin(axis=1)
+                continue
+            best = np.full(m, np.inf, dtype=np.float32)
+            arg = np.zeros(m, dtype=np.int64)
+            rows = np.arange(m)
+            for v0 in range(0, V, vb):
+                w = min(vb, V - v0)
+                scores = buf[: m * w].reshape(m, w)
+                np.matmul(qa, self._aug[v0 : v0 + w].T, out=scores)
+                a = scores.argmin(axis=1)
+                val = scores[rows, a]
+                better = val < best
+                best[better] = val[better]
+                arg[better] = a[better] + v0
+            out[s : s + m] = arg
+        return out
+
+    def knn(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest ids and their exact (float64) Euclidean distances, nearest first."""
+        q = self._check(queries)
+        k = check_int("k", k, minimum=1)
+        k = min(k, self.size)
+        n = q.shape[0]
+        ids = np.empty((n, k), dtype=np.int64)
+        dists = np.empty((n, k), dtype=np.float64)
+        if n == 0:
+            return ids, dists
+        qb, vb = self._blocks(n)
+        vb = max(vb, min(self.size, 2 * k))
+        buf = np.empty(qb * vb, dtype=np.float32)
+        V = self.size
+        for s in range(0, n, qb):
+            qa = self._augment(q[s : s + qb])
+            m = qa.shape[0]
+            cand_ids = np.empty((m, 0), dtype=np.int64)
+            cand_sc = np.empty((m, 0), dtype=np.float32)
+            for v0 in range(0, V, vb):
+                w = min(vb, V - v0)
+                scores = buf[: m * w].reshape(m, w)
+                np.matmul(qa, self._aug[v0 : v0 + w].T, out=scores)
+                kk = min(k, w)
+                part = np.argpartition(scores, kk - 1, axis=1)[:, :kk] if kk < w else np.broadcast_to(np.arange(w), (m, w))
+                cand_ids = np.concatenate([cand_ids, part + v0], axis=1)
+                cand_sc = np.concatenate([cand_sc, np.take_along_axis(scores, part, axis=1)], axis=1)
+                if cand_ids.shape[1] > k:
+                    keep = np.argpartition(cand_sc, k - 1, axis=1)[:, :k]
+                    cand_ids = np.take_along_axis(cand_ids, keep, axis=1)
+                    cand_sc = np.take_along_axis(cand_sc, keep, axis=1)
+            diff = self._vectors[cand_ids].astype(np.float64) - q[s : s + m, None, :].astype(np.float64)
+            d = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+            order = np.lexsort((cand_ids, d), axis=1)
+            ids[s : s + m] = np.take_along_axis(cand_ids, order, axis=1)
+            dists[s : s + m] = np.take_along_axis(d, order, axis=1)
+        return ids, dists

@@ -1,0 +1,1 @@
+"""Bayesian DP release of n-gram distributions with a public prior."""

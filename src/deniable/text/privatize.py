@@ -1,0 +1,83 @@
+"""Text in, text out: privatize every word of a batch of texts with one mechanism call."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._random import RNGLike, as_generator
+from ..errors import PrivacyWarning
+from .tokenize import WORD_RE, apply_case, case_pattern
+
+if TYPE_CHECKING:
+    from ..mechanisms.base import Mechanism
+
+__all__ = ["OOV_POLICIES", "privatize_texts", "check_oov"]
+
+#: What happens to out-of-vocabulary words:
+#: ``"unk"`` (default) privatizes each as the single UNK point — the guarantee covers
+#: vocabulary ∪ {UNK}; ``"drop"`` removes them; ``"keep"`` emits them verbatim (unsafe opt-out,
+#: warns with :class:`~deniable.errors.PrivacyWarning`).
+OOV_POLICIES = ("unk", "drop", "keep")
+
+
+def check_oov(oov: str) -> str:
+    if oov not in OOV_POLICIES:
+        raise ValueError(f"oov must be one of {', '.join(map(repr, OOV_POLICIES))}, got {oov!r}")
+    return oov
+
+
+def privatize_texts(mechanism: Mechanism, texts: Sequence[str], *, rng: RNGLike = None, oov: str = "unk") -> list[str]:
+    """Privatize each word of each text; separators pass through unchanged.
+
+    All words of the batch go through a single ``mechanism.sample_ids`` call. With an uncased
+    vocabulary, lookups lower-case the word and the output word takes the input's case pattern
+    (lower / Title / UPPER). The output never contains an input word the mechanism did not
+    sample, unless ``oov="keep"`` (which warns).
+    """
+    check_oov(oov)
+    gen = as_generator(rng)
+    vocab = mechanism.vocabulary
+    parts_list: list[list[str]] = []
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"texts must be strings, got {type(t).__name__}")
+        parts_list.append(WORD_RE.split(t))
+    words = [w for parts in parts_list for w in parts[1::2]]
+    if not words:
+        return list(texts)
+    uncased = vocab.uncased
+    keys = [w.lower() for w in words] if uncased else words
+    ids = vocab.ids_of(keys)
+    unknown = ids < 0
+    n_unknown = int(unknown.sum())
+    if oov == "keep" and n_unknown:
+        warnings.warn(
+            f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy",
+            PrivacyWarning,
+            stacklevel=3,
+        )
+    sample = ~unknown if oov != "unk" else np.ones(len(ids), dtype=bool)
+    out: list[str | None] = list(words) if oov == "keep" else [None] * len(words)
+    if sample.any():
+        chosen = mechanism.sample_ids(ids[sample], rng=gen)
+        new = [vocab.words[i] for i in chosen.tolist()]
+        positions = np.flatnonzero(sample).tolist()
+        if uncased:
+            for p, w in zip(positions, new):
+                out[p] = apply_case(w, case_pattern(words[p]))
+        else:
+            for p, w in zip(positions, new):
+                out[p] = w
+    result = []
+    k = 0
+    for parts in parts_list:
+        n = len(parts) // 2
+        if n:
+            parts[1::2] = [w if w is not None else "" for w in out[k : k + n]]
+            k += n
+        result.append("".join(parts))
+    return result

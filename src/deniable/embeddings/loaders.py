@@ -217,9 +217,12 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
                 dim = len(rests[0].split())
                 if dim == 0:
                     raise DataError("the first line has a word but no numbers", path=path, line=line_of[0])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                nums = np.fromstring(" ".join(rests), dtype=np.float32, sep=" ")
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    nums = np.fromstring(" ".join(rests), dtype=np.float32, sep=" ")
+            except ValueError:  # a non-numeric field (numpy >= 2.3 raises; older ones warn)
+                nums = np.empty(0, dtype=np.float32)
             if nums.size != len(rests) * dim:
                 chunk_words, nums = _slow_rows(path, chunk_words, rests, line_of, dim)
             blocks.append(nums.reshape(-1, dim))

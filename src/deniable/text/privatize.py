@@ -30,13 +30,22 @@ def check_oov(oov: str) -> str:
     return oov
 
 
-def privatize_texts(mechanism: Mechanism, texts: Sequence[str], *, rng: RNGLike = None, oov: str = "unk") -> list[str]:
+def privatize_texts(
+    mechanism: Mechanism,
+    texts: Sequence[str],
+    *,
+    rng: RNGLike = None,
+    oov: str = "unk",
+    stats: dict[str, int] | None = None,
+) -> list[str]:
     """Privatize each word of each text; separators pass through unchanged.
 
     All words of the batch go through a single ``mechanism.sample_ids`` call. With an uncased
     vocabulary, lookups lower-case the word and the output word takes the input's case pattern
     (lower / Title / UPPER). The output never contains an input word the mechanism did not
     sample, unless ``oov="keep"`` (which warns).
+
+    ``stats``, when given, is updated in place with the counts ``words`` and ``unknown``.
     """
     check_oov(oov)
     gen = as_generator(rng)
@@ -47,6 +56,8 @@ def privatize_texts(mechanism: Mechanism, texts: Sequence[str], *, rng: RNGLike 
             raise TypeError(f"texts must be strings, got {type(t).__name__}")
         parts_list.append(WORD_RE.split(t))
     words = [w for parts in parts_list for w in parts[1::2]]
+    if stats is not None:
+        stats["words"] = stats.get("words", 0) + len(words)
     if not words:
         return list(texts)
     uncased = vocab.uncased
@@ -54,6 +65,8 @@ def privatize_texts(mechanism: Mechanism, texts: Sequence[str], *, rng: RNGLike 
     ids = vocab.ids_of(keys)
     unknown = ids < 0
     n_unknown = int(unknown.sum())
+    if stats is not None:
+        stats["unknown"] = stats.get("unknown", 0) + n_unknown
     if oov == "keep" and n_unknown:
         warnings.warn(
             f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy",

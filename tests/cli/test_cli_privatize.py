@@ -1,0 +1,188 @@
+"""`deniable privatize` end to end: formats, exit codes, one-line errors, atomic output."""
+
+import csv
+import gzip
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from deniable import load_embedding
+from deniable.cli.main import cli
+
+VOCAB = set(load_embedding().words)
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def all_in_vocab(text: str) -> bool:
+    return all(w.lower() in VOCAB for w in re.findall(r"\w+", text))
+
+
+def test_version_and_help():
+    r = run("--version")
+    assert r.exit_code == 0 and r.output.startswith("deniable ")
+    r = run("privatize", "--help")
+    assert r.exit_code == 0 and "--epsilon" in r.output and "--oov" in r.output
+
+
+def test_txt_roundtrip_reproducible(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("Hello world, this is a test.\n\nSecond line: NASA in Paris!\n", encoding="utf-8")
+    out1, out2 = tmp_path / "a.txt", tmp_path / "b.txt"
+    for out in (out1, out2):
+        r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "5", "--seed", "3")
+        assert r.exit_code == 0, r.output
+    assert out1.read_text() == out2.read_text()
+    lines = out1.read_text().split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[0].endswith(".") and lines[2].endswith("!")
+    assert all_in_vocab(out1.read_text())
+
+
+def test_stdin_to_stdout():
+    r = run("privatize", "-", "-m", "mahalanobis", "-e", "10", "--param", "lam=0.5", "--seed", "0", input="the cat sat\n")
+    assert r.exit_code == 0
+    assert len(r.stdout.split()) == 3 and all_in_vocab(r.stdout)
+
+
+def test_jsonl_column(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 1, "body": "my phone number is secret"}) + "\n\n" + json.dumps({"id": 2, "body": "hi"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "5", "--column", "body", "--seed", "1")
+    assert r.exit_code == 0, r.output
+    lines = out.read_text().split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    assert [x["id"] for x in recs] == [1, 2] and lines[1] == ""
+    assert len(recs[0]["body"].split()) == 5 and all_in_vocab(recs[0]["body"])
+
+
+def test_jsonl_missing_field_is_data_error(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "ok"}\n{"body": "x"}\n')
+    r = run("privatize", str(src), "-m", "madlib", "-e", "5")
+    assert r.exit_code == 1
+    assert re.search(r"in\.jsonl:2: field 'text' is missing", r.output)
+
+
+def test_real_csv_gz_end_to_end(tmp_path, shared_data):
+    """The SMS Spam Collection (real messages): every text privatized, labels and rows kept."""
+    src = shared_data / "classification" / "sms_spam_collection.csv.gz"
+    out = tmp_path / "sms.private.csv.gz"
+    r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "10", "--embedding-limit", "3000", "--seed", "0", "--report")
+    assert r.exit_code == 0, r.output
+    with gzip.open(src, "rt", encoding="utf-8", newline="") as f:
+        before = list(csv.DictReader(f))
+    with gzip.open(out, "rt", encoding="utf-8", newline="") as f:
+        after = list(csv.DictReader(f))
+    assert len(after) == len(before) == 5574
+    assert [r["label"] for r in after] == [r["label"] for r in before]
+    vocab = set(load_embedding(limit=3000).words)
+    for a, b in zip(before, after):
+        assert len(re.findall(r"\w+", a["text"])) == len(re.findall(r"\w+", b["text"]))
+        assert all(w.lower() in vocab for w in re.findall(r"\w+", b["text"]))
+    assert "out-of-vocabulary" in r.stderr
+
+
+def test_several_inputs_into_folder(tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("one two\n")
+    b.write_text("three\n")
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    r = run("privatize", str(a), str(b), "-o", str(outdir), "-m", "madlib", "-e", "5")
+    assert r.exit_code == 0
+    assert len((outdir / "a.txt").read_text().split()) == 2 and len((outdir / "b.txt").read_text().split()) == 1
+    r = run("privatize", str(a), str(b), "-o", str(tmp_path / "nofolder"), "-m", "madlib", "-e", "5")
+    assert r.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", r"in\.txt: input is empty"),
+        (b"fine\nbad \x00\x01\x02 bytes\n", r"in\.txt:2: binary data"),
+        (b"ok\nok\ncaf\xe9\n", r"in\.txt:3: invalid UTF-8"),
+    ],
+)
+def test_bad_input_is_exit_1_with_one_line(tmp_path, content, message):
+    src = tmp_path / "in.txt"
+    src.write_bytes(content)
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 1
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0])
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["-m", "madlib", "-e", "0"], "epsilon must be a finite number > 0"),
+        (["-m", "madlib", "-e", "-2"], "epsilon must be a finite number > 0"),
+        (["-m", "madlib", "-e", "nan"], "epsilon must be a finite number > 0"),
+        (["-m", "laplace", "-e", "1"], "unknown mechanism 'laplace'"),
+        (["-m", "mahalanobis", "-e", "1", "--param", "lam=2"], "lam must be in"),
+        (["-m", "madlib", "-e", "1", "--param", "nonsense"], "expected KEY=VALUE"),
+        (["-m", "madlib", "-e", "1", "--param", "lamda=0.5"], "invalid parameters"),
+        (["-m", "madlib"], "Missing option"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, args, message):
+    src = tmp_path / "in.txt"
+    src.write_text("hello\n")
+    r = run("privatize", str(src), *args)
+    assert r.exit_code == 2
+    assert message in r.output
+
+
+def test_nan_embedding_is_data_error(tmp_path):
+    emb = tmp_path / "emb.txt"
+    emb.write_text("a 1 2\nb nan 3\n")
+    src = tmp_path / "in.txt"
+    src.write_text("a b\n")
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1", "--embedding", str(emb))
+    assert r.exit_code == 1 and re.search(r"emb\.txt:2: non-finite", r.output)
+
+
+def test_failure_leaves_no_partial_output_and_keeps_existing(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"good line\n" * 10 + b"bad \xff\n")
+    out = tmp_path / "out.txt"
+    r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 1 and not out.exists()
+    out.write_text("previous result\n")
+    r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 1 and out.read_text() == "previous result\n"
+    assert not list(tmp_path.glob(".out.txt.*"))  # temporary file removed
+
+
+def test_in_place_output_never_loses_input(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"alpha beta\n\xff\n")
+    r = run("privatize", str(src), "-o", str(src), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 1 and src.read_bytes() == b"alpha beta\n\xff\n"
+    src.write_text("alpha beta\n")
+    r = run("privatize", str(src), "-o", str(src), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 0 and len(src.read_text().split()) == 2
+
+
+def test_oov_keep_warns(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("the qzxqzxq\n")
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1e6", "--oov", "keep")
+    assert r.exit_code == 0 and "qzxqzxq" in r.stdout
+    assert "without privacy" in r.stderr
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1e6")
+    assert "qzxqzxq" not in r.stdout
+
+
+def test_csv_without_column(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text("a,b\n1,2\n")
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 1 and "no column 'text'" in r.output

@@ -1,0 +1,96 @@
+"""Text in, text out: layout, case, and the out-of-vocabulary policy (property tests)."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deniable import Embedding, Madlib, PrivacyWarning
+from deniable.text import apply_case, case_pattern, privatize_texts, split_words
+
+VOCAB = ["the", "cat", "sat", "on", "mat", "paris", "nasa", "i", "a", "42"]
+EMB = Embedding(VOCAB, np.random.default_rng(0).standard_normal((len(VOCAB), 4)).astype(np.float32))
+NOISY = Madlib(EMB, epsilon=0.5)
+IDENTITY = Madlib(EMB, epsilon=1e8)
+
+word = st.one_of(st.sampled_from(VOCAB + [w.upper() for w in VOCAB] + [w.title() for w in VOCAB]), st.from_regex(r"[A-Za-zé]{1,8}", fullmatch=True))
+sep = st.text(alphabet=" \t\n.,;:!?'\"()-–…€✓", min_size=0, max_size=4)
+texts = st.lists(st.tuples(sep, word), max_size=12).map(lambda xs: "".join(s + w for s, w in xs)) | st.text(max_size=60)
+
+
+def separators(t: str) -> list[str]:
+    return split_words(t)[0::2]
+
+
+@given(st.text(max_size=200))
+def test_split_join_identity(t):
+    parts = split_words(t)
+    assert "".join(parts) == t
+    assert all(re.fullmatch(r"\w+", w) for w in parts[1::2])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=4), st.sampled_from(["unk", "drop"]), st.integers(0, 2**32 - 1))
+def test_no_out_of_vocabulary_word_and_layout_kept(batch, oov, seed):
+    out = privatize_texts(NOISY, batch, rng=seed, oov=oov)
+    assert len(out) == len(batch)
+    for src, dst in zip(batch, out):
+        # every output word is a vocabulary word: nothing from the input leaks unless sampled
+        assert all(w.lower() in VOCAB for w in split_words(dst)[1::2])
+        if oov == "unk":
+            assert separators(dst) == separators(src)
+            assert len(split_words(dst)) == len(split_words(src))
+        else:
+            assert "".join(separators(dst)) == "".join(separators(src))
+
+
+def test_identity_mechanism_keeps_text_and_case():
+    text = "The CAT sat on a Mat; Paris, NASA: I 42!"
+    assert IDENTITY.privatize(text, rng=0) == text
+
+
+def test_oov_policies():
+    text = "the zebra sat"
+    unk = IDENTITY.privatize(text, rng=0)
+    assert "zebra" not in unk and len(unk.split()) == 3
+    assert IDENTITY.privatize(text, rng=0, oov="drop") == "the  sat"
+    with pytest.warns(PrivacyWarning, match="1 out-of-vocabulary"):
+        assert IDENTITY.privatize(text, rng=0, oov="keep") == text
+    with pytest.raises(ValueError, match="oov must be one of"):
+        IDENTITY.privatize(text, oov="pass")
+
+
+def test_unknown_words_are_privatized_as_one_point():
+    """All unknown words share the UNK point: their outputs have the same distribution."""
+    out = privatize_texts(NOISY, ["qwerty"] * 3000 + ["zxcvb"] * 3000, rng=1)
+    a = np.bincount([VOCAB.index(w) for w in out[:3000]], minlength=len(VOCAB))
+    b = np.bincount([VOCAB.index(w) for w in out[3000:]], minlength=len(VOCAB))
+    from scipy.stats import chi2_contingency
+
+    keep = (a + b) > 0
+    assert chi2_contingency(np.stack([a[keep], b[keep]])).pvalue > 1e-4
+
+
+def test_case_patterns():
+    assert [case_pattern(t) for t in ["abc", "Abc", "ABC", "I", "aBC", "1a"]] == ["lower", "title", "upper", "title", "lower", "lower"]
+    assert apply_case("paris", "title") == "Paris" and apply_case("nasa", "upper") == "NASA"
+
+
+def test_str_and_list_and_stats():
+    assert isinstance(IDENTITY.privatize("the cat"), str)
+    assert IDENTITY.privatize(["the cat", "", "..."], rng=0) == ["the cat", "", "..."]
+    stats = {}
+    privatize_texts(IDENTITY, ["the cat", "foo bar"], rng=0, stats=stats)
+    assert stats == {"words": 4, "unknown": 2}
+    with pytest.raises(TypeError, match="strings"):
+        IDENTITY.privatize([b"bytes"])
+
+
+def test_cased_vocabulary_lookup_is_exact():
+    emb = Embedding(["Paris", "paris", "the"], np.eye(3, dtype=np.float32) * 10)
+    mech = Madlib(emb, epsilon=1e8)
+    assert not emb.uncased
+    assert mech.privatize("Paris paris PARIS", rng=0, oov="drop") == "Paris paris "

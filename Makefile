@@ -18,8 +18,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	@mkdir -p build
 	$(BIN)/deniable privatize examples/sample.txt -o build/sample.private.txt -m madlib -e 15 --seed 0
-	@echo; echo "input | privatized (Madlib, epsilon=15, bundled GloVe embedding, seed 0)"; echo
-	@pr -m -t -w 150 examples/sample.txt build/sample.private.txt
+	@echo; echo "Madlib, epsilon=15, bundled GloVe embedding, seed 0 (written to build/sample.private.txt):"; echo
+	@awk 'NR==FNR { src[FNR] = $$0; next } { print "  input:   " src[FNR]; print "  private: " $$0; print "" }' \
+		examples/sample.txt build/sample.private.txt
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -27,6 +27,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_madlib.py
+	$(BIN)/python benchmarks/bench_tem.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -38,3 +38,9 @@ def random_embedding(n: int = 40, dim: int = 5, seed: int = 0, *, words: list[st
 @pytest.fixture
 def small_embedding() -> Embedding:
     return random_embedding()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """No test writes to the user's ~/.cache/deniable."""
+    monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "deniable-cache"))

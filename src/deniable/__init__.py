@@ -17,6 +17,7 @@ from ._random import as_generator
 from .embeddings import UNK_ID, Embedding, load_embedding
 from .errors import DataError, DeniableWarning, PrivacyWarning
 from .mechanisms import Guarantee, Madlib, Mahalanobis, Mechanism, available_mechanisms, get_mechanism, register_mechanism
+from .mechanisms.tem import TEM
 
 try:
     __version__ = version("deniable")
@@ -31,6 +32,7 @@ __all__ = [
     "Guarantee",
     "Madlib",
     "Mahalanobis",
+    "TEM",
     "get_mechanism",
     "register_mechanism",
     "available_mechanisms",

@@ -54,7 +54,7 @@ def _detect_format(path: str) -> str:
     return "txt"
 
 
-def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None):
+def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool = True):
     """Load the embedding and construct the mechanism, mapping errors to CLI exit codes."""
     from ..embeddings import load_embedding
     from ..mechanisms.registry import available_mechanisms, get_mechanism
@@ -63,11 +63,14 @@ def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding
         raise click.BadParameter(f"unknown mechanism {name!r}; known: {', '.join(available_mechanisms())}", param_hint="-m/--mechanism")
     embedding = load_embedding(embedding_path, limit=limit)
     try:
-        return get_mechanism(name, embedding, epsilon=epsilon, **params)
+        mech = get_mechanism(name, embedding, epsilon=epsilon, **params)
     except DataError:
         raise
     except (TypeError, ValueError) as exc:
         raise click.UsageError(f"invalid parameters for mechanism {name!r}: {exc}") from None
+    if hasattr(mech, "precompute"):  # one-time tables (TEM), cached on disk; show progress
+        mech.precompute(progress=progress)
+    return mech
 
 
 # -- record readers: each yields (line_number, text, rebuild) where rebuild(new_text) -> output line --
@@ -229,7 +232,7 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     if inputs.count("-") > 1:
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
 
-    mech = build_mechanism(mechanism, epsilon, param_values, embedding_path, embedding_limit)
+    mech = build_mechanism(mechanism, epsilon, param_values, embedding_path, embedding_limit, progress=show_progress is not False)
     gen = np.random.default_rng(seed)
     stats: dict[str, int] = {}
     docs: list | None = [] if report else None
@@ -248,16 +251,38 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
 
 
 def _print_report(mech, docs, stats: dict[str, int], oov: str) -> None:
-    """Per-document guarantees (see docs/calibration.md)."""
+    """Per-document guarantees: ε·ℓ·P_d^max against any other document of the same length
+    (docs/calibration.md). ℓ counts the words the mechanism privatized (UNK included; dropped or
+    kept unknown words are not privatized and carry no guarantee)."""
+    from ..calibration.document import document_guarantee
+    from ..text.tokenize import words_of
+
     click.echo(f"mechanism: {mech!r}", err=True)
     click.echo(f"guarantee: {mech.guarantee}", err=True)
     click.echo(
         f"records: {stats.get('records', 0)}, words: {stats.get('words', 0)}, out-of-vocabulary: {stats.get('unknown', 0)} (oov={oov})",
         err=True,
     )
-    try:
-        from ..calibration.document import document_report_lines
-    except ImportError:
+    vocab = mech.vocabulary
+    lengths = np.empty(len(docs), dtype=np.int64)
+    for k, (_, text) in enumerate(docs):
+        words = words_of(text)
+        if oov == "unk":
+            lengths[k] = len(words)
+        else:
+            keys = [w.lower() for w in words] if vocab.uncased else words
+            lengths[k] = int((vocab.ids_of(keys) >= 0).sum())
+    g = document_guarantee(mech, [-1] if (oov == "unk" and stats.get("unknown")) else [0])
+    if not len(lengths):
         return
-    for line in document_report_lines(mech, docs, oov=oov):
-        click.echo(line, err=True)
+    worst = mech.epsilon * lengths * g.p_max
+    typical = mech.epsilon * lengths * g.p_avg
+    k = int(np.argmax(lengths))
+    click.echo(f"metric over the vocabulary: P_d^max = {g.p_max:.4g}, P_d^avg = {g.p_avg:.4g} (d = {g.metric})", err=True)
+    click.echo(
+        f"per document (epsilon*l*P_d^max, against any other document of the same length): median {np.median(worst):.4g}, "
+        f"max {worst.max():.4g} (line {docs[k][0]}, {lengths[k]} words); typical epsilon*l*P_d^avg: median {np.median(typical):.4g}",
+        err=True,
+    )
+    if oov == "keep" and stats.get("unknown"):
+        click.echo(f"warning: {stats['unknown']} unknown word(s) were copied verbatim and are not covered by any guarantee", err=True)

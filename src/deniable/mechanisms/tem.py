@@ -1,0 +1,367 @@
+"""TEM: the metric truncated exponential mechanism.
+
+Carvalho, Vasiliadis, Alves, Feyisetan, Schulze, Yerli. "TEM: High Utility Metric Differential
+Privacy on Text" — Algorithm 2 (§4), Theorems 2–3, Algorithm 3 / Lemma B.1 (Appendix B)
+(paper file ``tem_truncated_exponential_mechanism.txt``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int, check_unit_interval
+from ..embeddings.embedding import UNK_ID
+from ..metrics import metric_name, pairwise_distances
+from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods, paired_distances, row_distances
+from .base import EmbeddingMechanism, Guarantee
+
+__all__ = ["TEM", "theorem3_gamma", "TEM_METRICS"]
+
+#: Metrics TEM accepts by name (besides a callable): all true metrics on real vectors.
+TEM_METRICS = ("euclidean", "manhattan", "chebyshev", "angular")
+_METRIC_TEXT = {
+    "euclidean": "Euclidean distance between embedding vectors",
+    "manhattan": "Manhattan (L1) distance between embedding vectors",
+    "chebyshev": "Chebyshev (L-infinity) distance between embedding vectors",
+    "angular": "angular distance (arccos of cosine similarity, radians) between embedding vectors",
+}
+
+
+def theorem3_gamma(epsilon: float, n_words: int, beta: float) -> float:
+    """γ = (2/ε)·ln((1−β)(|W|−1)/β) (Theorem 3): the output lies within distance γ of the input
+    with probability ≥ 1 − β. Clamped at 0 (then (|W|−1)/|W| ≤ β already holds)."""
+    x = (1.0 - beta) * (n_words - 1) / beta
+    if x <= 1.0:
+        return 0.0
+    return 2.0 / epsilon * math.log(x)
+
+
+class _PointsWithUnk:
+    """Row ``i < V``: ``vectors[i]``; row ``V``: the UNK point (vocabulary mean). No copy."""
+
+    def __init__(self, vectors: np.ndarray, unk: np.ndarray) -> None:
+        self.vectors = vectors
+        self.unk = unk
+        self.V = vectors.shape[0]
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        out = self.vectors[np.minimum(idx, self.V - 1)]
+        is_unk = idx == self.V
+        if is_unk.any():
+            out[is_unk] = self.unk
+        return out
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """Per-(ε, γ) sampling tables over rows 0..V (row V = UNK); see the class docstring."""
+
+    start: np.ndarray  # (R,) int64: first entry of row r in ``ids``/``cum``
+    count: np.ndarray  # (R,) int64: c_r, entries of the row with d <= γ
+    ids: np.ndarray  # (nnz,) int32
+    cum: np.ndarray  # (nnz,) float64: cumulative excess weights within each row
+    list_mass: np.ndarray  # (R,) S_r
+    unif_mass: np.ndarray  # (R,) |W| * g_r
+    complete: np.ndarray  # (R,) bool: bound_r >= γ (uniform part needs no distance)
+    env: np.ndarray  # (R,) min(bound_r, γ)
+    max_count: int
+
+
+class TEM(EmbeddingMechanism):
+    """TEM, the metric truncated exponential mechanism (Algorithm 2), sampled exactly and fast.
+
+    For an input word w, every vocabulary word y gets the score −min(d(w, y), γ); TEM outputs y
+    with probability
+
+        P[M(w) = y] = exp(−(ε/2)·min(d(w, y), γ)) / Σ_z exp(−(ε/2)·min(d(w, z), γ)).
+
+    This is exactly Algorithm 2: Gumbel(0, 2/ε)-max over L_w = {y : d(w, y) ≤ γ} with scores
+    −d(w, y), plus ⊥ with score −γ + 2·ln|W∖L_w|/ε (no ⊥ when W∖L_w is empty), then a uniform
+    draw from W∖L_w when ⊥ wins. Gumbel-max selects i with probability ∝ exp((ε/2)·score_i), so
+    ⊥ carries |W∖L_w|·exp(−εγ/2), split evenly over its |W∖L_w| words (Appendix A.1). The output
+    is always a vocabulary word; the input word is never returned as a fallback.
+
+    **Guarantee** (Theorem 2): ε·d-privacy, Pr[M(w)=y] ≤ exp(ε·d(w, w'))·Pr[M(w')=y], for the
+    chosen metric d (any true metric), for all w, w' in the vocabulary ∪ {UNK}. UNK (every
+    out-of-vocabulary word) is the vocabulary mean vector; its output distribution is the same
+    closed form with distances from the mean. The proof of Theorem 2 only uses the triangle
+    inequality in the ambient space, so it covers the mean point as well.
+
+    **γ** (Theorem 3): γ = (2/ε)·ln((1−β)(|W|−1)/β) unless ``gamma`` is given; then the output is
+    within distance γ of the input with probability ≥ 1 − β. Note ε·γ/2 does not depend on ε.
+
+    **How it samples (exact at every ε).** Pre-processing (ε-independent, cached on disk; see
+    :mod:`deniable.neighbors.neighborhoods`) stores for each word and for UNK its ``k`` nearest
+    words with exact distances, and a bound b_w: every word outside the list is at distance
+    ≥ b_w. Write u_y = exp(−(ε/2)·min(d(w, y), γ)), P_w = the listed words with d ≤ γ, and
+    g = exp(−(ε/2)·min(b_w, γ)). Off the list u_y ≤ g, so for every y ∈ W
+
+        u_y = (u_y − g)⁺·[y ∈ P_w]  +  g·min(1, u_y/g).
+
+    One round draws from the envelope (u_y − g)⁺·[y ∈ P_w] + g (total S_w + |W|·g, S_w the
+    listed excess): with probability S_w/(S_w + |W|g) a listed word ∝ (u_y − g)⁺ (inverse CDF,
+    accepted); otherwise y uniform on W, accepted with probability min(1, u_y/g), which is 1
+    when b_w ≥ γ (then u_y = g off P_w and no distance is computed), else needs the one
+    distance d(w, y). A rejected round restarts from scratch. So a round returns y with
+    probability ∝ (u_y − g)⁺[y ∈ P_w] + g·min(1, u_y/g) = u_y, and by standard rejection
+    sampling the output is exactly P[y] ∝ u_y. Rounds per token are geometric with mean
+    (S_w + |W|g)/Σu ≤ 1 + |W|·g/Σu: at large ε b_w ≥ γ for almost every word and a draw is a
+    table lookup; at small ε (γ beyond most distances) g is the k-th neighbour's weight and the
+    mean stays a few rounds on GloVe with k = 128. The batch is sampled with array operations;
+    only the rejection rounds loop, over the tokens still pending.
+
+    ``neighbors="radius"`` uses Algorithm 3's pre-computed L_w (b_w = γ, so no rejection ever);
+    it is cached per γ and only practical where the neighbourhoods are small (large ε).
+
+    Parameters
+    ----------
+    embedding
+        A :class:`~deniable.embeddings.Embedding`.
+    epsilon
+        Privacy parameter ε > 0 (per unit of the metric).
+    beta
+        β in (0, 1) of Theorem 3, used for γ when ``gamma`` is None.
+    gamma
+        Truncation threshold γ ≥ 0 (``inf``: no truncation, the plain exponential mechanism).
+    metric
+        ``"euclidean"`` (default), ``"manhattan"``, ``"chebyshev"``, ``"angular"``, or a
+        vectorized callable ``f(A, B) -> (len(A), len(B))`` distances, which must be a metric.
+    k
+        Neighbours stored per word for ``neighbors="knn"`` (more: fewer rejection rounds at
+        small ε, larger cache: (|W|+1)·k·12 bytes).
+    neighbors
+        ``"knn"`` (default) or ``"radius"``.
+    cache_dir
+        Folder of the neighbourhood cache (default ``$DENIABLE_CACHE_DIR`` or
+        ``~/.cache/deniable``); ``False`` keeps it in memory only.
+    memory_bytes
+        Working-set bound of the pre-processing.
+
+    References
+    ----------
+    TEM paper, Algorithm 2 and Theorem 2 (§4; proof Appendix A.1), Theorem 3 (Appendix A.2),
+    Algorithm 3 and Lemma B.1 (Appendix B).
+    """
+
+    name = "tem"
+
+    def __init__(
+        self,
+        embedding: Any,
+        *,
+        epsilon: float,
+        beta: float = 0.001,
+        gamma: float | None = None,
+        metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
+        k: int = 128,
+        neighbors: str = "knn",
+        cache_dir: str | os.PathLike[str] | None | bool = None,
+        memory_bytes: int = 64 << 20,
+    ) -> None:
+        super().__init__(embedding, epsilon=epsilon)
+        self.beta = check_unit_interval("beta", beta, open_low=True, open_high=True)
+        if gamma is None:
+            self.gamma = theorem3_gamma(self.epsilon, self.n_words, self.beta)
+            self._gamma_given = False
+        else:
+            if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+                raise TypeError(f"gamma must be a real number >= 0 or None, got {gamma!r} ({type(gamma).__name__})")
+            if math.isnan(float(gamma)) or float(gamma) < 0:
+                raise ValueError(f"gamma must be >= 0, got {gamma!r}")
+            self.gamma = float(gamma)
+            self._gamma_given = True
+        if isinstance(metric, str):
+            if metric not in TEM_METRICS:
+                raise ValueError(
+                    f"metric must be one of {', '.join(TEM_METRICS)} or a callable f(A, B), got {metric!r}"
+                    + (" (hamming needs binary codes; TEM works on real-valued embedding vectors)" if metric == "hamming" else "")
+                )
+        elif not callable(metric):
+            raise TypeError(f"metric must be a metric name or a callable f(A, B), got {type(metric).__name__}")
+        self.metric = metric
+        self.k = check_int("k", k, minimum=1)
+        if neighbors not in ("knn", "radius"):
+            raise ValueError(f"neighbors must be 'knn' or 'radius', got {neighbors!r}")
+        self.neighbors = neighbors
+        if not (cache_dir is None or cache_dir is False or isinstance(cache_dir, (str, os.PathLike))):
+            raise TypeError(f"cache_dir must be a path, None or False, got {type(cache_dir).__name__}")
+        self.cache_dir = cache_dir
+        self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+        self.cache_file: Path | None = None
+        self._nb: Neighborhoods | None = None
+        self._tables: _Tables | None = None
+        self._pts = _PointsWithUnk(self.embedding.vectors, self.embedding.mean)
+
+    # -- the distribution ------------------------------------------------------------------
+    def _row(self, word_or_id: str | int) -> int:
+        i = self.id_of(word_or_id)
+        return self.n_words if i == UNK_ID else i
+
+    def distances_from(self, word_or_id: str | int) -> np.ndarray:
+        """d(w, y) for every vocabulary word y (float64, shape ``(|W|,)``); UNK is the mean."""
+        r = self._row(word_or_id)
+        return pairwise_distances(self._pts[np.array([r])], self.embedding.vectors, self.metric)[0]
+
+    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """log P[M(w) = y] for every vocabulary word y, in closed form (log-sum-exp)."""
+        logits = -(self.epsilon / 2.0) * np.minimum(self.distances_from(word_or_id), self.gamma)
+        m = logits.max()
+        return logits - (m + np.log(np.exp(logits - m).sum()))
+
+    def probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """P[M(w) = y] ∝ exp(−(ε/2)·min(d(w, y), γ)) over the vocabulary (float64, sums to 1)."""
+        p = np.exp(self.log_probabilities(word_or_id))
+        return p / p.sum()
+
+    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
+        """Element-wise d(a, b) for the mechanism's metric (UNK: the vocabulary mean)."""
+        return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)
+
+    @property
+    def guarantee(self) -> Guarantee:
+        text = _METRIC_TEXT.get(self.metric) if isinstance(self.metric, str) else None
+        if text is None:
+            text = f"user metric {metric_name(self.metric)} between embedding vectors (must be a true metric)"
+        return Guarantee(self.epsilon, text, self._domain)
+
+    def _params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {"gamma": round(self.gamma, 6)}
+        if not self._gamma_given:
+            p["beta"] = self.beta
+        p["metric"] = metric_name(self.metric)
+        if self.neighbors == "knn":
+            p["k"] = self.k
+        else:
+            p["neighbors"] = "radius"
+        return p
+
+    # -- pre-processing --------------------------------------------------------------------
+    def precompute(self, *, progress: bool = False, rebuild: bool = False) -> Neighborhoods:
+        """Load or build (and cache) the neighbourhood table; sampling calls this on first use."""
+        if self._nb is None or rebuild:
+            kw: dict[str, Any] = {"k": self.k} if self.neighbors == "knn" else {"gamma": self.gamma}
+            self._nb, self.cache_file = embedding_neighborhoods(
+                self.embedding,
+                kind=self.neighbors,
+                metric=self.metric,
+                cache_dir=self.cache_dir,
+                memory_bytes=self.memory_bytes,
+                progress=progress,
+                rebuild=rebuild,
+                **kw,
+            )
+            self._tables = None
+        return self._nb
+
+    def sampler_summary(self) -> dict[str, float]:
+        """How this ε samples on this vocabulary (builds the tables if needed):
+        ``lookup_fraction``, the share of words whose draws never compute a distance (b_w ≥ γ);
+        ``mean_listed``, the mean number of stored neighbours within γ; ``table_entries``."""
+        T = self._get_tables()
+        n = self.n_words
+        return {
+            "lookup_fraction": float(T.complete[:n].mean()),
+            "mean_listed": float(T.count[:n].mean()),
+            "table_entries": float(T.ids.size),
+        }
+
+    def _get_tables(self) -> _Tables:
+        if self._tables is None:
+            self._tables = self._build_tables(self.precompute())
+        return self._tables
+
+    def _build_tables(self, nb: Neighborhoods) -> _Tables:
+        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
+        R = nb.n_rows
+        sizes = np.diff(nb.indptr)
+        row_of = np.repeat(np.arange(R), sizes)
+        env = np.minimum(nb.bound, g)
+        complete = nb.bound >= g
+        # Rows are sorted by distance, so the entries with d <= γ are a prefix of each row; for
+        # an incomplete row (bound < γ) that prefix is the whole row.
+        keep = np.flatnonzero(nb.distances <= g)
+        count = np.bincount(row_of[keep], minlength=R).astype(np.int64)
+        ids = nb.indices[keep].astype(np.int32, copy=False)
+        d = nb.distances[keep]
+        r = row_of[keep]
+        first = np.full(R, g)
+        has = count > 0
+        first[has] = nb.distances[nb.indptr[:-1][has]]
+        shift = a * np.minimum(first, g)  # weights are relative to the row's largest weight
+        # excess weight (u_y - g)^+ = u_y * (1 - exp(-a (env - d)))^+ (zero for a listed word
+        # beyond a loose bound: the uniform part then gives it exactly u_y)
+        w = np.exp(shift[r] - a * d) * -np.expm1(-a * np.maximum(env[r] - d, 0.0))
+        start = np.zeros(R, dtype=np.int64)
+        np.cumsum(count[:-1], out=start[1:])
+        cum = np.empty_like(w)
+        max_count = int(count.max()) if R else 0
+        if max_count:
+            rows_per_block = max(1, (8 << 20) // (8 * max_count))
+            for r0 in range(0, R, rows_per_block):
+                cc = count[r0 : r0 + rows_per_block]
+                L = int(cc.max())
+                if L == 0:
+                    continue
+                s0 = int(start[r0])
+                s1 = s0 + int(cc.sum())
+                mask = np.arange(L) < cc[:, None]
+                pad = np.zeros(mask.shape)
+                pad[mask] = w[s0:s1]
+                np.cumsum(pad, axis=1, out=pad)
+                cum[s0:s1] = pad[mask]
+        list_mass = np.zeros(R)
+        list_mass[has] = cum[start[has] + count[has] - 1]
+        unif_mass = V * np.exp(shift - a * env)
+        return _Tables(start, count, ids, cum, list_mass, unif_mass, complete, env, max_count)
+
+    # -- sampling --------------------------------------------------------------------------
+    def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        T = self._get_tables()
+        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
+        rows = np.where(ids == UNK_ID, V, ids)
+        out = np.empty(ids.shape[0], dtype=np.int64)
+        pending = np.arange(ids.shape[0])
+        n_halvings = max(1, int(T.max_count).bit_length())
+        while pending.size:
+            r = rows[pending]
+            S = T.list_mass[r]
+            x = rng.random(r.size) * (S + T.unif_mass[r])
+            from_list = x < S
+            # listed part: inverse CDF by a vectorized binary search within each row
+            if from_list.any():
+                rl, xl = r[from_list], x[from_list]
+                base = T.start[rl]
+                lo = np.zeros(rl.size, dtype=np.int64)
+                hi = T.count[rl] - 1
+                for _ in range(n_halvings):
+                    mid = (lo + hi) >> 1
+                    right = T.cum[base + mid] <= xl
+                    lo = np.where(right, mid + 1, lo)
+                    hi = np.where(right, hi, mid)
+                out[pending[from_list]] = T.ids[base + lo]
+            # uniform part: y uniform on W, accepted with probability min(1, u_y / g)
+            rest = ~from_list
+            if not rest.any():
+                break
+            tok = pending[rest]
+            ru = r[rest]
+            y = rng.integers(0, V, size=ru.size)
+            accept = T.complete[ru]
+            check = np.flatnonzero(~accept)
+            if check.size:
+                rc = ru[check]
+                d = row_distances(self._pts, self.embedding.vectors, rc, y[check], self.metric)
+                log_ratio = np.minimum(-a * (np.minimum(d, g) - T.env[rc]), 0.0)
+                accept[check] = rng.random(check.size) < np.exp(log_ratio)
+            out[tok[accept]] = y[accept]
+            pending = tok[~accept]
+        return out

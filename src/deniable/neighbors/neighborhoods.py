@@ -1,0 +1,617 @@
+"""Per-word neighbourhoods for TEM: K-nearest lists and γ-radius sets, as CSR, cached on disk.
+
+TEM (truncated exponential mechanism; paper ``tem_truncated_exponential_mechanism.txt``,
+Algorithm 3 / Appendix B) pre-processes, for every input word w, the words near it. Two kinds
+of neighbourhood are built here, both as a :class:`Neighborhoods` CSR table (row i: ids and exact
+float64 distances, sorted by distance then id):
+
+``"knn"``     the ``k`` nearest words of each row (independent of ε and γ);
+``"radius"``  the set L_w = {y : d(w, y) ≤ γ} of Algorithm 3 (one table per γ).
+
+Each row also stores ``bound[i]``: every word *not* in row i is at distance ≥ ``bound[i]`` from
+the row's point (``+inf`` when the row holds the whole vocabulary). For a knn row this is its
+k-th distance; for a radius row it is γ. TEM's sampler needs nothing else.
+
+Rows are computed blockwise: a block of query rows against the whole vocabulary with
+:func:`deniable.metrics.pairwise_distances` (exact float64), so the working set stays within
+``memory_bytes`` whatever the vocabulary size. Any built-in metric or a callable
+``f(A, B) -> (len(A), len(B))`` works.
+
+On-disk cache: one ``.npz`` per (embedding fingerprint, metric, k or γ, format version) in
+:func:`cache_directory` (``cache_dir`` argument, else ``$DENIABLE_CACHE_DIR``, else
+``~/.cache/deniable``). Files are written atomically (temp file + ``os.replace``); a file whose
+stored key does not match is ignored and rebuilt. Callable metrics are never cached on disk
+(two different callables may share a name).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int
+from ..errors import DeniableWarning
+from ..metrics import METRICS, get_metric, metric_name, pairwise_distances
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Neighborhoods",
+    "knn_neighborhoods",
+    "radius_neighborhoods",
+    "embedding_neighborhoods",
+    "row_distances",
+    "paired_distances",
+    "cache_directory",
+    "cache_path",
+]
+
+#: Bumped whenever the layout or the meaning of a cached file changes.
+FORMAT_VERSION = 1
+_DEFAULT_MEMORY = 64 << 20
+_KINDS = ("knn", "radius")
+
+
+@dataclass(frozen=True)
+class Neighborhoods:
+    """CSR table of neighbourhoods: row ``i`` is ``indices[indptr[i]:indptr[i+1]]`` (int32 word
+    ids) with ``distances`` (float64), sorted by (distance, id); ``bound[i]`` is a lower bound on
+    the distance from row ``i``'s point to every word not in the row (``inf``: none left).
+
+    ``kind`` is ``"knn"`` (``param`` = k) or ``"radius"`` (``param`` = γ); ``n_vocab`` is the
+    number of words; rows are the query points (for TEM: the vocabulary, then UNK).
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    distances: np.ndarray
+    bound: np.ndarray
+    kind: str
+    param: float
+    metric: str
+    n_vocab: int
+    fingerprint: str = ""
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.indptr.nbytes + self.indices.nbytes + self.distances.nbytes + self.bound.nbytes)
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, distances) of row ``i``, nearest first."""
+        s, e = int(self.indptr[i]), int(self.indptr[i + 1])
+        return self.indices[s:e], self.distances[s:e]
+
+    def sizes(self) -> np.ndarray:
+        """Number of entries of every row."""
+        return np.diff(self.indptr)
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write to ``path`` (an ``.npz``) atomically: a temp file in the same folder, then
+        ``os.replace``."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a cache is not secret
+            with os.fdopen(fd, "wb") as f:
+                np.savez(
+                    f,
+                    indptr=self.indptr,
+                    indices=self.indices,
+                    distances=self.distances,
+                    bound=self.bound,
+                    meta=np.array(
+                        [self.kind, repr(float(self.param)), self.metric, str(self.n_vocab), self.fingerprint, str(FORMAT_VERSION)]
+                    ),
+                )
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Neighborhoods:
+        """Read a table written by :meth:`save` (raises ``ValueError`` on a malformed file)."""
+        with np.load(path, allow_pickle=False) as z:
+            meta = [str(x) for x in z["meta"]]
+            if len(meta) != 6 or int(meta[5]) != FORMAT_VERSION:
+                raise ValueError(f"{path}: not a deniable neighbourhood file of format version {FORMAT_VERSION}")
+            nb = cls(
+                indptr=z["indptr"],
+                indices=z["indices"],
+                distances=z["distances"],
+                bound=z["bound"],
+                kind=meta[0],
+                param=float(meta[1]),
+                metric=meta[2],
+                n_vocab=int(meta[3]),
+                fingerprint=meta[4],
+            )
+        nb._check()
+        return nb
+
+    def _check(self) -> None:
+        n = self.n_rows
+        ok = (
+            self.kind in _KINDS
+            and self.indptr.ndim == 1
+            and n >= 0
+            and self.indptr[0] == 0
+            and bool(np.all(np.diff(self.indptr) >= 0))
+            and self.indices.shape == (self.nnz,)
+            and self.distances.shape == (self.nnz,)
+            and self.bound.shape == (n,)
+            and (self.nnz == 0 or (int(self.indices.min()) >= 0 and int(self.indices.max()) < self.n_vocab))
+        )
+        if not ok:
+            raise ValueError("inconsistent neighbourhood table (corrupt cache file?)")
+
+
+# -- distances -------------------------------------------------------------------------------
+
+
+def _paired_builtin(name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    if name == "hamming":
+        x = np.bitwise_xor(np.asarray(A, dtype=np.uint64), np.asarray(B, dtype=np.uint64))
+        return np.bitwise_count(x).sum(axis=1, dtype=np.int64).astype(np.float64)
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    if name == "angular":
+        na = np.linalg.norm(A, axis=1, keepdims=True)
+        nb = np.linalg.norm(B, axis=1, keepdims=True)
+        if (na == 0).any() or (nb == 0).any():
+            raise ValueError("the angular metric is undefined for zero vectors")
+        diff = A / na - B / nb
+        chord = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        return 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
+    diff = A - B
+    if name == "euclidean":
+        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    np.abs(diff, out=diff)
+    if name == "manhattan":
+        return diff.sum(axis=1)
+    if name == "chebyshev":
+        return diff.max(axis=1)
+    raise ValueError(f"unknown metric {name!r}")
+
+
+def paired_distances(A: np.ndarray, B: np.ndarray, metric: str | Callable[..., np.ndarray] = "euclidean") -> np.ndarray:
+    """Element-wise distances ``d(A[i], B[i])`` (float64, shape ``(n,)``); a callable metric
+    ``f(A, B)`` is called once per pair."""
+    A = np.atleast_2d(A)
+    B = np.atleast_2d(B)
+    if A.shape != B.shape:
+        raise ValueError(f"A and B must have the same shape, got {A.shape} and {B.shape}")
+    if callable(metric):
+        return np.array([float(np.asarray(metric(A[i : i + 1], B[i : i + 1])).reshape(-1)[0]) for i in range(A.shape[0])])
+    get_metric(metric)  # validates the name
+    return _paired_builtin(metric, A, B)
+
+
+def row_distances(
+    points: Any,
+    vectors: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    metric: str | Callable[..., np.ndarray] = "euclidean",
+    *,
+    chunk: int = 4096,
+) -> np.ndarray:
+    """Element-wise distances ``d(points[src[i]], vectors[dst[i]])`` (float64, shape ``(n,)``).
+
+    ``points`` is anything that supports integer-array indexing (an array, or TEM's
+    vocabulary-plus-UNK view). Built-in metrics are computed pair by pair in chunks of
+    ``chunk`` pairs (vectorized). A callable metric ``f(A, B)`` is called once per distinct
+    ``src`` row on all its ``dst`` vectors (a loop over distinct source rows, not over pairs).
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    out = np.empty(src.shape[0], dtype=np.float64)
+    if src.size == 0:
+        return out
+    if callable(metric):
+        order = np.argsort(src, kind="stable")
+        s_sorted = src[order]
+        starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])
+        ends = np.r_[starts[1:], s_sorted.size]
+        for a, b in zip(starts, ends):
+            sel = order[a:b]
+            row = np.asarray(metric(points[s_sorted[a : a + 1]], vectors[dst[sel]]), dtype=np.float64)
+            out[sel] = row.reshape(-1)
+        return out
+    get_metric(metric)  # validates the name
+    for s in range(0, src.shape[0], chunk):
+        out[s : s + chunk] = _paired_builtin(metric, points[src[s : s + chunk]], vectors[dst[s : s + chunk]])
+    return out
+
+
+# -- builders --------------------------------------------------------------------------------
+
+
+def _rows_per_block(n_vocab: int, memory_bytes: int) -> int:
+    # the float64 distance block plus argpartition / mask temporaries: ~3 arrays of block x V
+    return max(1, memory_bytes // max(1, 3 * 8 * n_vocab))
+
+
+def _progress(total: int, progress: bool, desc: str) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="word", file=sys.stderr, dynamic_ncols=True)
+
+
+def knn_neighborhoods(
+    queries: np.ndarray,
+    vectors: np.ndarray,
+    k: int,
+    metric: str | Callable[..., np.ndarray] = "euclidean",
+    *,
+    memory_bytes: int = _DEFAULT_MEMORY,
+    progress: bool = False,
+    fingerprint: str = "",
+) -> Neighborhoods:
+    """The ``k`` nearest rows of ``vectors`` for every row of ``queries`` (exact, blockwise).
+
+    Row i holds ``min(k, len(vectors))`` ids sorted by (distance, id); ``bound[i]`` is the largest
+    of them (every other word is at least that far), or ``inf`` when k ≥ ``len(vectors)``.
+    Ties at the k-th distance are cut arbitrarily (the bound stays valid).
+    """
+    k = check_int("k", k, minimum=1)
+    memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+    queries = np.atleast_2d(queries)
+    n, V = queries.shape[0], vectors.shape[0]
+    kk = min(k, V)
+    if (
+        isinstance(metric, str)
+        and metric == "euclidean"
+        and kk + _F32_MARGIN < V
+        and all(np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize <= 4 for x in (queries, vectors))
+    ):
+        return _knn_euclidean_f32(queries, vectors, kk, memory_bytes, progress, fingerprint)
+    ids = np.empty((n, kk), dtype=np.int32)
+    dists = np.empty((n, kk), dtype=np.float64)
+    bound = np.full(n, np.inf)
+    step = _rows_per_block(V, memory_bytes)
+    bar = _progress(n, progress, f"{kk}-nearest neighbours ({metric_name(metric)})")
+    try:
+        for s in range(0, n, step):
+            D = pairwise_distances(queries[s : s + step], vectors, metric)
+            m = D.shape[0]
+            if kk < V:
+                part = np.argpartition(D, kk - 1, axis=1)[:, :kk]
+            else:
+                part = np.broadcast_to(np.arange(V), (m, V))
+            d = np.take_along_axis(D, part, axis=1)
+            order = np.lexsort((part, d), axis=1)
+            ids[s : s + m] = np.take_along_axis(part, order, axis=1)
+            dists[s : s + m] = np.take_along_axis(d, order, axis=1)
+            if kk < V:
+                bound[s : s + m] = dists[s : s + m, -1]
+            if bar is not None:
+                bar.update(m)
+    finally:
+        if bar is not None:
+            bar.close()
+    return Neighborhoods(
+        indptr=np.arange(n + 1, dtype=np.int64) * kk,
+        indices=ids.reshape(-1),
+        distances=dists.reshape(-1),
+        bound=bound,
+        kind="knn",
+        param=float(k),
+        metric=metric_name(metric),
+        n_vocab=V,
+        fingerprint=fingerprint,
+    )
+
+
+_F32_MARGIN = 16
+
+
+def _smallest_columns(S: np.ndarray, kc: int) -> np.ndarray:
+    """Column indices of the ``kc`` smallest entries of each row of ``S``, the kc-th smallest in
+    the last column (like ``argpartition(S, kc - 1)[:, :kc]``, but several times faster on wide
+    rows): a threshold from a 1-in-16 column sample keeps a few hundred candidates per row, which
+    are then partitioned; rows where the sample threshold keeps fewer than ``kc`` fall back to a
+    full partition."""
+    m, V = S.shape
+    sub = S[:, ::16]
+    nsub = sub.shape[1]
+    j = min(nsub - 1, 3 * kc * nsub // V + 8)
+    if V < 64 * kc or j >= nsub - 1:
+        return np.argpartition(S, kc - 1, axis=1)[:, :kc]
+    thr = np.partition(sub, j, axis=1)[:, j]
+    mask = S <= thr[:, None]
+    counts = mask.sum(axis=1)
+    out = np.empty((m, kc), dtype=np.int64)
+    few = counts < kc
+    if few.any():
+        out[few] = np.argpartition(S[few], kc - 1, axis=1)[:, :kc]
+    ok = np.flatnonzero(~few)
+    if ok.size:
+        r, c = np.nonzero(mask[ok])
+        width = int(counts[ok].max())
+        starts = np.zeros(ok.size, dtype=np.int64)
+        np.cumsum(counts[ok][:-1], out=starts[1:])
+        pos = np.arange(r.size) - starts[r]
+        vals = np.full((ok.size, width), np.inf, dtype=S.dtype)
+        cols = np.zeros((ok.size, width), dtype=np.int64)
+        vals[r, pos] = S[ok[r], c]
+        cols[r, pos] = c
+        sel = np.argpartition(vals, kc - 1, axis=1)[:, :kc]
+        out[ok] = np.take_along_axis(cols, sel, axis=1)
+    return out
+
+
+def _knn_euclidean_f32(
+    queries: np.ndarray, vectors: np.ndarray, k: int, memory_bytes: int, progress: bool, fingerprint: str
+) -> Neighborhoods:
+    """Euclidean k-nearest lists of float32 data: candidates from a float32 GEMM, exact float64
+    distances for them, and a rigorous bound.
+
+    Scores s_y = ‖e_y‖² − 2q·e_y come from one float32 product per block with the augmented
+    matrix [−2E, ‖E‖²] (the query gets a trailing 1); the k + 16 lowest are re-measured exactly in
+    float64 and the k nearest of them kept. A word outside the candidates has computed score at
+    least s_cut (the (k+16)-th lowest), and the float32 dot product of length n = dim + 1 errs by
+    at most γ_n·Σ|terms| + u‖e‖² ≤ δ = γ_n(2‖q‖·E + E²) + u·E² (u = 2⁻²⁴, γ_n = nu/(1 − nu),
+    E = the largest norm), so its distance is at least sqrt(‖q‖² + s_cut − δ). The stored bound is
+    the smaller of that and the k-th exact distance: valid for every word not in the row.
+    """
+    Q = np.ascontiguousarray(queries, dtype=np.float32)
+    X = np.ascontiguousarray(vectors, dtype=np.float32)
+    n, dim = Q.shape
+    V = X.shape[0]
+    kc = k + _F32_MARGIN
+    sq = np.einsum("ij,ij->i", X.astype(np.float64), X.astype(np.float64))
+    aug = np.empty((V, dim + 1), dtype=np.float32)
+    np.multiply(X, -2.0, out=aug[:, :dim])
+    aug[:, dim] = sq
+    u = 2.0**-24
+    nu = (dim + 1) * u
+    gam = nu / (1.0 - nu)
+    E = math.sqrt(float(sq.max()))
+    ids = np.empty((n, k), dtype=np.int32)
+    dists = np.empty((n, k), dtype=np.float64)
+    bound = np.empty(n, dtype=np.float64)
+    # per query row: the float32 scores, argpartition's int64 indices and its working copy
+    step = max(1, memory_bytes // (20 * V))
+    bar = _progress(n, progress, f"{k}-nearest neighbours (euclidean)")
+    try:
+        for s in range(0, n, step):
+            qb = Q[s : s + step]
+            m = qb.shape[0]
+            qa = np.empty((m, dim + 1), dtype=np.float32)
+            qa[:, :dim] = qb
+            qa[:, dim] = 1.0
+            S = qa @ aug.T
+            part = _smallest_columns(S, kc)
+            s_cut = S[np.arange(m), part[:, kc - 1]].astype(np.float64)
+            del S
+            q64 = qb.astype(np.float64)
+            d = np.empty((m, kc))
+            for j in range(m):  # exact distances to the candidates, one small (kc x dim) block per row
+                diff = X[part[j]].astype(np.float64) - q64[j]
+                d[j] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+            order = np.lexsort((part, d), axis=1)[:, :k]
+            ids[s : s + m] = np.take_along_axis(part, order, axis=1)
+            dk = np.take_along_axis(d, order, axis=1)
+            dists[s : s + m] = dk
+            qq = np.einsum("ij,ij->i", q64, q64)
+            delta = gam * (2.0 * np.sqrt(qq) * E + E * E) + u * E * E
+            lb2 = qq + s_cut - delta - 1e-12 * (qq + E * E)
+            bound[s : s + m] = np.minimum(dk[:, -1], np.sqrt(np.maximum(lb2, 0.0)))
+            if bar is not None:
+                bar.update(m)
+    finally:
+        if bar is not None:
+            bar.close()
+    return Neighborhoods(
+        indptr=np.arange(n + 1, dtype=np.int64) * k,
+        indices=ids.reshape(-1),
+        distances=dists.reshape(-1),
+        bound=bound,
+        kind="knn",
+        param=float(k),
+        metric="euclidean",
+        n_vocab=V,
+        fingerprint=fingerprint,
+    )
+
+
+def radius_neighborhoods(
+    queries: np.ndarray,
+    vectors: np.ndarray,
+    gamma: float,
+    metric: str | Callable[..., np.ndarray] = "euclidean",
+    *,
+    memory_bytes: int = _DEFAULT_MEMORY,
+    max_entries: int = 50_000_000,
+    progress: bool = False,
+    fingerprint: str = "",
+) -> Neighborhoods:
+    """L(w) = {y : d(w, y) ≤ γ} for every row of ``queries`` (Algorithm 3, pre-processing).
+
+    Rows are sorted by (distance, id); ``bound[i] = γ`` (every other word is farther than γ),
+    ``inf`` for a row that holds the whole vocabulary. Raises ``ValueError`` once the table
+    would exceed ``max_entries`` entries (at small ε, L(w) approaches the whole vocabulary:
+    use ``knn_neighborhoods`` then).
+    """
+    gamma = float(gamma)
+    if math.isnan(gamma) or gamma < 0:
+        raise ValueError(f"gamma must be a number >= 0, got {gamma!r}")
+    memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+    max_entries = check_int("max_entries", max_entries, minimum=0)
+    queries = np.atleast_2d(queries)
+    n, V = queries.shape[0], vectors.shape[0]
+    counts = np.zeros(n, dtype=np.int64)
+    id_parts: list[np.ndarray] = []
+    d_parts: list[np.ndarray] = []
+    total = 0
+    step = _rows_per_block(V, memory_bytes)
+    bar = _progress(n, progress, f"radius {gamma:.4g} neighbourhoods ({metric_name(metric)})")
+    try:
+        for s in range(0, n, step):
+            D = pairwise_distances(queries[s : s + step], vectors, metric)
+            r, c = np.nonzero(D <= gamma)  # row-major: grouped by row
+            total += r.size
+            if total > max_entries:
+                raise ValueError(
+                    f"the radius-{gamma:g} neighbourhoods exceed max_entries={max_entries} entries "
+                    f"(already {total} after {s + D.shape[0]} of {n} rows); use k-nearest lists instead"
+                )
+            d = D[r, c]
+            order = np.lexsort((c, d, r))
+            counts[s : s + D.shape[0]] = np.bincount(r, minlength=D.shape[0])
+            id_parts.append(c[order].astype(np.int32))
+            d_parts.append(d[order])
+            if bar is not None:
+                bar.update(D.shape[0])
+    finally:
+        if bar is not None:
+            bar.close()
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    bound = np.where(counts == V, np.inf, gamma)
+    return Neighborhoods(
+        indptr=indptr,
+        indices=np.concatenate(id_parts) if id_parts else np.empty(0, np.int32),
+        distances=np.concatenate(d_parts) if d_parts else np.empty(0, np.float64),
+        bound=bound.astype(np.float64),
+        kind="radius",
+        param=gamma,
+        metric=metric_name(metric),
+        n_vocab=V,
+        fingerprint=fingerprint,
+    )
+
+
+# -- cache -----------------------------------------------------------------------------------
+
+
+def cache_directory(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder: ``cache_dir`` if given, else ``$DENIABLE_CACHE_DIR``, else
+    ``~/.cache/deniable``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("DENIABLE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "deniable"
+
+
+def _param_key(kind: str, param: float) -> str:
+    if kind == "knn":
+        return f"k{int(param)}"
+    return "g" + float(param).hex().replace("+", "")
+
+
+def cache_path(
+    kind: str, fingerprint: str, metric: str, param: float, cache_dir: str | os.PathLike[str] | None = None
+) -> Path:
+    """Path of the cached table for (embedding fingerprint, metric, k or γ, format version)."""
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+    return cache_directory(cache_dir) / f"tem-{kind}-{fingerprint}-{metric}-{_param_key(kind, param)}-v{FORMAT_VERSION}.npz"
+
+
+def embedding_neighborhoods(
+    embedding: Any,
+    *,
+    kind: str = "knn",
+    k: int | None = None,
+    gamma: float | None = None,
+    metric: str | Callable[..., np.ndarray] = "euclidean",
+    cache_dir: str | os.PathLike[str] | None | bool = None,
+    memory_bytes: int = _DEFAULT_MEMORY,
+    max_entries: int = 50_000_000,
+    progress: bool = False,
+    rebuild: bool = False,
+) -> tuple[Neighborhoods, Path | None]:
+    """Neighbourhoods of every vocabulary word and of UNK (the last row: the vocabulary mean),
+    loaded from the disk cache or built (and then cached).
+
+    Parameters
+    ----------
+    embedding
+        A :class:`~deniable.embeddings.Embedding`.
+    kind
+        ``"knn"`` (needs ``k``) or ``"radius"`` (needs ``gamma``).
+    metric
+        A built-in metric name or a callable ``f(A, B)`` (callables are not cached on disk).
+    cache_dir
+        Folder of the cache (see :func:`cache_directory`); ``False`` disables the disk cache.
+    rebuild
+        Recompute even when a cached file exists (and overwrite it).
+
+    Returns
+    -------
+    (table, path)
+        ``path`` is the cache file used or written (``None`` when not cached).
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+    if kind == "knn":
+        if k is None:
+            raise TypeError("kind='knn' needs k")
+        param = float(check_int("k", k, minimum=1))
+    else:
+        if gamma is None:
+            raise TypeError("kind='radius' needs gamma")
+        param = float(gamma)
+    if isinstance(metric, str) and metric not in METRICS:
+        get_metric(metric)  # raises ValueError naming the metric
+    fp = embedding.fingerprint
+    path: Path | None = None
+    if cache_dir is not False and not callable(metric):
+        path = cache_path(kind, fp, metric, param, None if cache_dir in (None, True) else cache_dir)  # type: ignore[arg-type]
+        if path.exists() and not rebuild:
+            try:
+                nb = Neighborhoods.load(path)
+                if (nb.kind, nb.param, nb.metric, nb.n_vocab, nb.fingerprint, nb.n_rows) == (
+                    kind,
+                    param,
+                    metric,
+                    len(embedding),
+                    fp,
+                    len(embedding) + 1,
+                ):
+                    return nb, path
+                warnings.warn(f"{path}: cache key does not match its content; rebuilding it", DeniableWarning, stacklevel=2)
+            except (OSError, ValueError, KeyError) as exc:
+                warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
+    vectors = embedding.vectors
+    queries = np.vstack([vectors, embedding.mean[None, :]])
+    if kind == "knn":
+        nb = knn_neighborhoods(queries, vectors, int(param), metric, memory_bytes=memory_bytes, progress=progress, fingerprint=fp)
+    else:
+        nb = radius_neighborhoods(
+            queries, vectors, param, metric, memory_bytes=memory_bytes, max_entries=max_entries, progress=progress, fingerprint=fp
+        )
+    if path is not None:
+        try:
+            nb.save(path)
+        except OSError as exc:
+            warnings.warn(f"could not write the neighbourhood cache {path} ({exc}); continuing without it", DeniableWarning, stacklevel=2)
+            path = None
+    return nb, path
+

@@ -1,0 +1,88 @@
+"""``deniable precompute tem``: builds the neighbourhood cache; parameters and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from deniable import load_embedding
+from deniable.cli.main import cli
+from deniable.mechanisms.tem import TEM
+
+
+@pytest.fixture
+def emb_file(tmp_path) -> Path:
+    rng = np.random.default_rng(0)
+    path = tmp_path / "emb.npz"
+    np.savez(path, words=np.array([f"w{i}" for i in range(80)]), vectors=rng.standard_normal((80, 6)).astype(np.float32))
+    return path
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_precompute_builds_cache_used_by_tem(emb_file, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    res = run("precompute", "tem", "-e", "10", "--param", "beta=0.001", "--param", "k=8", "--embedding", str(emb_file), "--cache-dir", str(cache))
+    assert res.exit_code == 0, res.output
+    files = list(cache.iterdir())
+    assert len(files) == 1 and files[0].name.startswith("tem-knn-") and "-euclidean-k8-" in files[0].name
+    assert str(files[0]) in res.output and "gamma=" in res.output
+    # a TEM built in Python with the same key finds and uses that file
+    mech = TEM(load_embedding(emb_file), epsilon=3.0, k=8, cache_dir=cache)
+    mech.precompute()
+    assert mech.cache_file == files[0]
+    # running again reuses the file
+    res2 = run("precompute", "tem", "-e", "10", "--param", "k=8", "--embedding", str(emb_file), "--cache-dir", str(cache))
+    assert res2.exit_code == 0 and len(list(cache.iterdir())) == 1
+
+
+def test_precompute_metric_env_dir_and_radius(emb_file, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "env"))
+    res = run("precompute", "tem", "-e", "20", "--metric", "angular", "--param", "neighbors=radius", "--embedding", str(emb_file))
+    assert res.exit_code == 0, res.output
+    (f,) = (tmp_path / "env").iterdir()
+    assert f.name.startswith("tem-radius-") and "-angular-" in f.name
+    res = run("precompute", "tem", "-e", "2", "--param", "metric=manhattan", "--param", "k=4", "--embedding", str(emb_file), "--rebuild")
+    assert res.exit_code == 0, res.output
+    assert len(list((tmp_path / "env").iterdir())) == 2
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--param", "foo=1"], "unknown TEM parameter"),
+        (["--param", "beta=2"], "beta"),
+        (["--param", "k=0"], "k must be"),
+        (["--param", "nokey"], "KEY=VALUE"),
+        (["--metric", "cosine"], "cosine"),
+        (["--metric", "angular", "--param", "metric=euclidean"], "conflicts"),
+        (["-e", "0"], "epsilon"),
+        (["-e", "-1"], "epsilon"),
+    ],
+)
+def test_usage_errors_exit_2(emb_file, tmp_path, args, needle) -> None:
+    base = ["precompute", "tem", "--embedding", str(emb_file), "--cache-dir", str(tmp_path)]
+    if "-e" not in args:
+        base += ["-e", "5"]
+    res = CliRunner().invoke(cli, base + args)
+    assert res.exit_code == 2, res.output
+    assert needle in res.output
+
+
+def test_missing_or_bad_embedding(tmp_path) -> None:
+    res = CliRunner().invoke(cli, ["precompute", "tem", "-e", "5", "--embedding", str(tmp_path / "nope.npz")])
+    assert res.exit_code == 1 and "nope.npz" in res.output
+    bad = tmp_path / "bad.txt"
+    bad.write_text("w1 0.1 0.2\nw2 0.3\n")
+    res = CliRunner().invoke(cli, ["precompute", "tem", "-e", "5", "--embedding", str(bad), "--cache-dir", str(tmp_path)])
+    assert res.exit_code == 1 and "bad.txt" in res.output
+
+
+def test_help() -> None:
+    res = run("precompute", "tem", "--help")
+    assert res.exit_code == 0 and "--cache-dir" in res.output and "--param" in res.output

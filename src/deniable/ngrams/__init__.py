@@ -1,1 +1,183 @@
-"""Bayesian DP release of n-gram distributions with a public prior."""
+"""Bayesian DP release of n-gram distributions with a public prior.
+
+Implements Ramadan, Withers & Orr, "N-grams Bayesian Differential Privacy"
+(``shared/papers/ngram_bayesian_dp.txt``): Algorithm 1 (BayesianDP) with the exact brute-force
+sensitivity in O(nnz) or Claim 1's bound, the analytic Gaussian calibration (Balle & Wang 2018)
+or the paper's classic one, Algorithm 2 (EndToEndDP private tuning), the §4.2 Laplace baselines,
+k-anonymity, and the §4.4-§5 evaluations.
+
+Privacy rule: the n-gram vocabulary comes from PUBLIC data only (:func:`build_vocabulary`), so a
+release never contains a private-only n-gram. Adjacency is user level (one user's whole data).
+
+Quick use::
+
+    from deniable import ngrams
+    vocab = ngrams.build_vocabulary(ngrams.count_public(public_texts, 3), n=3, max_size=50_000)
+    users = ngrams.count_users(((u, t) for u, t in records), vocab)
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
+    rel.top(10), rel.sigma, rel.calibration, rel.sensitivity_method, rel.guarantee
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._random import RNGLike
+from .baselines import (
+    k_anonymity_release,
+    laplace_public_release,
+    laplace_release,
+    private_release,
+    public_release,
+)
+from .bayesian import BayesianPlan, bayesian_dp, prepare_bayesian, prior_mean
+from .counting import (
+    UserCounts,
+    Vocabulary,
+    build_vocabulary,
+    cap_user_totals,
+    clamp_counts,
+    count_public,
+    count_users,
+    ngrams_of,
+    users_per_ngram,
+)
+from .evaluate import kl_divergence, membership_inference, private_distribution, smooth, trigram_perplexity
+from .gaussian import analytic_sigma, classic_sigma, gaussian_delta
+from .release import Release
+from .sensitivity import brute_force_sensitivity, claim1_bound, exact_sensitivity, per_user_sensitivity
+from .tuning import DEFAULT_RHO_GRID, DEFAULT_S_GRID, end_to_end_dp, report_noisy_min
+
+__all__ = [
+    "MECHANISMS",
+    "release",
+    "Release",
+    "Vocabulary",
+    "UserCounts",
+    "BayesianPlan",
+    "ngrams_of",
+    "count_public",
+    "build_vocabulary",
+    "count_users",
+    "clamp_counts",
+    "cap_user_totals",
+    "users_per_ngram",
+    "bayesian_dp",
+    "prepare_bayesian",
+    "prior_mean",
+    "end_to_end_dp",
+    "report_noisy_min",
+    "DEFAULT_S_GRID",
+    "DEFAULT_RHO_GRID",
+    "exact_sensitivity",
+    "per_user_sensitivity",
+    "claim1_bound",
+    "brute_force_sensitivity",
+    "analytic_sigma",
+    "classic_sigma",
+    "gaussian_delta",
+    "laplace_release",
+    "laplace_public_release",
+    "k_anonymity_release",
+    "public_release",
+    "private_release",
+    "kl_divergence",
+    "smooth",
+    "private_distribution",
+    "trigram_perplexity",
+    "membership_inference",
+]
+
+MECHANISMS = ("bayesian", "laplace", "laplace-public", "k-anonymity")
+
+
+def release(
+    user_counts: object,
+    public_counts: object,
+    *,
+    epsilon: float,
+    delta: float,
+    mechanism: str = "bayesian",
+    S: float = 1.0,
+    rho: float = 0.5,
+    C: float = 1,
+    sensitivity: str | float = "exact",
+    calibration: str = "analytic",
+    tune: bool = False,
+    S_grid: Sequence[float] = DEFAULT_S_GRID,
+    rho_grid: Sequence[float] = DEFAULT_RHO_GRID,
+    tune_fraction: float = 1.0 / 3.0,
+    validation_fraction: float = 0.1,
+    score: str = "mean",
+    W: float | None = None,
+    K: int = 50,
+    keys: Sequence[str] | None = None,
+    rng: RNGLike = None,
+) -> Release:
+    """Release an n-gram distribution over the public vocabulary with user-level DP.
+
+    Parameters
+    ----------
+    user_counts : :class:`UserCounts` (from :func:`count_users`) or a users × |V| count matrix.
+    public_counts : the public prior α: a :class:`Vocabulary`, an aligned array, or a mapping.
+    epsilon, delta : total privacy parameters (``delta`` is unused by the Laplace baselines,
+        which are (ε, 0)-DP, and by k-anonymity, which is not DP).
+    mechanism : "bayesian" (Algorithm 1; Algorithm 2 when ``tune``), "laplace", "laplace-public",
+        or "k-anonymity" (NOT differentially private; a comparison baseline).
+    S, rho, C : Algorithm 1 hyperparameters (ignored when ``tune``, except C).
+    sensitivity : "exact" (default), "claim1" or a number (see :func:`bayesian_dp`).
+    calibration : "analytic" (default, any ε) or "classic" (the paper's; ε < 1 only).
+    tune : run Algorithm 2 (private choice of S, ρ over ``S_grid`` × ``rho_grid``; ε split
+        ``1 − tune_fraction`` / ``tune_fraction``, ``validation_fraction`` of users held out;
+        ``score`` "mean" as in the paper or "expected", see :func:`end_to_end_dp`).
+    W : per-user total cap for the Laplace baselines (default: max(1, n_users/1000), §4.3).
+    K : k-anonymity threshold.
+    keys : column keys when ``user_counts`` is a bare matrix.
+    rng : Generator, seed or None.
+
+    Returns
+    -------
+    :class:`Release` — probabilities, keys, ε, δ, σ, the calibration and the sensitivity used
+    (with how it was obtained), the guarantee in words, and all parameters.
+    """
+    if mechanism == "bayesian":
+        if tune:
+            return end_to_end_dp(
+                user_counts,
+                public_counts,
+                epsilon=epsilon,
+                delta=delta,
+                C=C,
+                S_grid=S_grid,
+                rho_grid=rho_grid,
+                tune_fraction=tune_fraction,
+                validation_fraction=validation_fraction,
+                score=score,
+                sensitivity=sensitivity,  # type: ignore[arg-type]
+                calibration=calibration,
+                keys=keys,
+                rng=rng,
+            )
+        return bayesian_dp(
+            user_counts,
+            public_counts,
+            epsilon=epsilon,
+            delta=delta,
+            S=S,
+            rho=rho,
+            C=C,
+            sensitivity=sensitivity,
+            calibration=calibration,
+            keys=keys,
+            rng=rng,
+        )
+    if mechanism in ("laplace", "laplace-public"):
+        if W is None:
+            n_users = user_counts.n_users if isinstance(user_counts, UserCounts) else int(getattr(user_counts, "shape", (0,))[0])
+            W = max(1.0, n_users / 1000.0)
+        if mechanism == "laplace":
+            return laplace_release(user_counts, epsilon=epsilon, W=W, keys=keys, rng=rng)
+        return laplace_public_release(user_counts, public_counts, epsilon=epsilon, W=W, keys=keys, rng=rng)
+    if mechanism == "k-anonymity":
+        return k_anonymity_release(user_counts, K=K, keys=keys)
+    raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")

@@ -1,0 +1,198 @@
+"""``deniable ngrams``: count n-grams per user, release their distribution with DP, evaluate it.
+
+    deniable ngrams count users.jsonl --public public.txt -n 3 --max-vocab 50000 -o counts.npz
+    deniable ngrams release counts.npz -e 1 -d 1e-6 -o release.tsv        # Algorithm 1
+    deniable ngrams release counts.npz -e 1 -d 1e-6 --tune -o release.parquet   # Algorithm 2
+    deniable ngrams evaluate release.tsv --counts counts.npz --heldout heldout.npz
+
+The vocabulary is built from the PUBLIC files only; private n-grams outside it are dropped and never
+released. Outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import click
+import numpy as np
+from tqdm import tqdm
+
+from ..errors import DataError
+
+MECHANISMS = ("bayesian", "laplace", "laplace-public", "k-anonymity")
+
+
+def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is None:
+        return value
+    if not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"must be a finite number > 0, got {value}")
+    return value
+
+
+def _open_unit(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is None:
+        return value
+    if not (0 < value < 1):
+        raise click.BadParameter(f"must be in (0, 1), got {value}")
+    return value
+
+
+def _unit(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is None:
+        return value
+    if not (0 <= value <= 1):
+        raise click.BadParameter(f"must be in [0, 1], got {value}")
+    return value
+
+
+def _bar(desc: str, total: int | None = None, unit: str = "it") -> tqdm:
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True, disable=None)
+
+
+@click.group(name="ngrams")
+def ngrams() -> None:
+    """Count, release with differential privacy, and evaluate n-gram distributions.
+
+    Bayesian DP with a public prior (Ramadan, Withers & Orr), Laplace baselines and k-anonymity.
+    Privacy is user level: one user's whole data.
+    """
+
+
+@ngrams.command()
+@click.argument("private", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--public", "public", multiple=True, required=True, type=click.Path(dir_okay=False, exists=True), help="Public text (one text per line), JSONL or CSV; repeatable. The vocabulary comes only from these.")
+@click.option("-n", "--order", "n", type=click.IntRange(min=1), default=3, show_default=True, help="n of the n-grams.")
+@click.option("--max-vocab", type=click.IntRange(min=1), default=None, help="Keep the most frequent public n-grams only.")
+@click.option("--min-public-count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--user-field", default="user", show_default=True, help="User id field of the private records.")
+@click.option("--text-field", default="text", show_default=True, help="Text field (private records, and public JSONL/CSV).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Private input format (default: from the suffix).")
+@click.option("--no-lowercase", is_flag=True, help="Keep case (default: lower-case words).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Counts bundle (.npz).")
+def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, min_public_count: int, user_field: str, text_field: str, fmt: str | None, no_lowercase: bool, output: str) -> None:
+    """Count each user's n-grams of PRIVATE (JSONL/CSV with user and text fields) over a
+    vocabulary taken from the --public files only."""
+    from ..ngrams import build_vocabulary, count_public, count_users
+    from ..ngrams.io import read_texts, read_user_texts, save_counts
+
+    lowercase = not no_lowercase
+
+    def public_texts():
+        bar = _bar("public texts", unit="text")
+        try:
+            for path in public:
+                for text in read_texts(path, text_field=text_field):
+                    bar.update(1)
+                    yield text
+        finally:
+            bar.close()
+
+    pub = count_public(public_texts(), n, lowercase=lowercase)
+    try:
+        vocab = build_vocabulary(pub, n=n, max_size=max_vocab, min_count=min_public_count, lowercase=lowercase)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    bar = _bar("private records", unit="rec")
+    try:
+        users = count_users(read_user_texts(private, user_field=user_field, text_field=text_field, fmt=fmt), vocab, progress=bar)
+    finally:
+        bar.close()
+    save_counts(output, users, vocab)
+    click.echo(
+        f"{users.n_users} users, {len(vocab)} public {n}-grams, {int(users.matrix.sum())} private n-gram tokens counted, "
+        f"{users.dropped} dropped (not in the public vocabulary) -> {output}",
+        err=True,
+    )
+
+
+@ngrams.command()
+@click.argument("counts", type=click.Path(dir_okay=False, exists=True))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Release file: .tsv or .parquet.")
+@click.option("-m", "--mechanism", type=click.Choice(MECHANISMS), default="bayesian", show_default=True)
+@click.option("-e", "--epsilon", type=float, callback=_positive, default=None, help="Total epsilon (required except for k-anonymity).")
+@click.option("-d", "--delta", type=float, callback=_open_unit, default=1e-6, show_default=True)
+@click.option("-S", "S", type=float, callback=_positive, default=1.0, show_default=True, help="Decay weight slope S (Equation 5).")
+@click.option("--rho", type=float, callback=_unit, default=0.5, show_default=True, help="Private/public weighting ρ.")
+@click.option("-C", "C", type=float, callback=_positive, default=1.0, show_default=True, help="Per-user clamp C (§3.1).")
+@click.option("--tune", is_flag=True, help="Choose S and ρ privately (Algorithm 2).")
+@click.option("--score", type=click.Choice(["mean", "expected"]), default="mean", show_default=True, help="Tuning score: the paper's (noiseless mean) or the expected score over noise draws.")
+@click.option("--sensitivity", type=click.Choice(["exact", "claim1"]), default="exact", show_default=True)
+@click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True)
+@click.option("-W", "W", type=float, callback=_positive, default=None, help="Per-user total cap of the Laplace baselines (default: max(1, users/1000)).")
+@click.option("-K", "K", type=click.IntRange(min=1), default=50, show_default=True, help="k-anonymity threshold.")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "parquet"]), default=None, help="Output format (default: from the suffix).")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (reproducible experiments only).")
+def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float, rho: float, C: float, tune: bool, score: str, sensitivity: str, calibration: str, W: float | None, K: int, fmt: str | None, seed: int | None) -> None:
+    """Release the n-gram distribution of a COUNTS bundle with user-level DP."""
+    from ..ngrams import release as do_release
+    from ..ngrams.io import load_counts, write_release
+
+    if epsilon is None and mechanism != "k-anonymity":
+        raise click.UsageError("--epsilon is required for the DP mechanisms")
+    if tune and mechanism != "bayesian":
+        raise click.UsageError("--tune applies to the bayesian mechanism only")
+    bar = _bar("release", total=3, unit="step")
+    try:
+        users, vocab = load_counts(counts)
+        bar.update(1)
+        rel = do_release(
+            users,
+            vocab,
+            epsilon=epsilon if epsilon is not None else 1.0,
+            delta=delta,
+            mechanism=mechanism,
+            S=S,
+            rho=rho,
+            C=C,
+            sensitivity=sensitivity,
+            calibration=calibration,
+            tune=tune,
+            score=score,
+            W=W,
+            K=K,
+            rng=seed,
+        )
+        bar.update(1)
+        write_release(output, rel, fmt=fmt)
+        bar.update(1)
+    except ValueError as exc:
+        if isinstance(exc, DataError):
+            raise
+        raise click.UsageError(str(exc)) from None
+    finally:
+        bar.close()
+    eps = "none (not DP)" if rel.epsilon is None else f"{rel.epsilon:g}"
+    sigma = f", sigma={rel.sigma:.6g} ({rel.calibration})" if rel.sigma is not None else ""
+    click.echo(f"{rel.mechanism}: epsilon={eps}, delta={rel.delta}{sigma}, {len(rel)} n-grams -> {output}", err=True)
+
+
+@ngrams.command()
+@click.argument("release_file", metavar="RELEASE", type=click.Path(dir_okay=False, exists=True))
+@click.option("--counts", required=True, type=click.Path(dir_okay=False, exists=True), help="Private counts bundle: KL(private || release).")
+@click.option("--heldout", type=click.Path(dir_okay=False, exists=True), default=None, help="Held-out counts bundle: n-gram LM perplexity (§4.6).")
+@click.option("--smoothing", type=float, callback=_unit, default=0.0, show_default=True, help="Mix the release with uniform at this weight first.")
+def evaluate(release_file: str, counts: str, heldout: str | None, smoothing: float) -> None:
+    """KL divergence from the private distribution and held-out perplexity of a RELEASE (JSON on stdout)."""
+    from ..ngrams.evaluate import kl_divergence, private_distribution, trigram_perplexity
+    from ..ngrams.io import load_counts, read_release
+
+    if smoothing >= 1:
+        raise click.BadParameter("must be < 1", param_hint="--smoothing")
+    keys, probs, meta = read_release(release_file)
+    users, vocab = load_counts(counts)
+    index = {k: i for i, k in enumerate(keys)}
+    missing = [k for k in vocab.keys if k not in index]
+    if missing or len(keys) != len(vocab.keys):
+        raise DataError(f"the release and the counts have different vocabularies ({len(missing)} counted n-grams not in the release)", path=release_file)
+    q = probs[[index[k] for k in vocab.keys]]
+    out = {"mechanism": meta.get("mechanism"), "epsilon": meta.get("epsilon"), "delta": meta.get("delta"), "smoothing": smoothing}
+    out["kl"] = kl_divergence(private_distribution(users), q, smoothing=smoothing)
+    if heldout is not None:
+        test, test_vocab = load_counts(heldout)
+        if tuple(test_vocab.keys) != tuple(vocab.keys):
+            raise DataError("the held-out counts use a different vocabulary", path=heldout)
+        out["perplexity"] = trigram_perplexity(q, vocab.keys, np.asarray(test.matrix.sum(axis=0)).ravel(), smoothing=smoothing)
+    click.echo(json.dumps({k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in out.items()}))

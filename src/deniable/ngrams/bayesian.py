@@ -1,0 +1,247 @@
+"""Algorithm 1 (BayesianDP) of Ramadan, Withers & Orr, "N-grams Bayesian Differential Privacy".
+
+Public counts α give the prior mean μ_p = log(α+1) − mean(log(α+1)) (Equation 1); clamped private
+counts give x̂ (Equation 2) and the decay weights w = min(1, S·N/C) (Equation 5, §3.1). The mean
+of the Gaussian "posterior" is (Corollary 1)
+
+    μ_ps = ρ·(w ⊙ x̂) + (1 − ρ)·μ_p,
+
+one sample h ~ N(μ_ps, σ²I) is drawn and θ = softmax(h) is released (Equation 4). σ is calibrated
+to the L2 sensitivity ‖Δμ_ps‖₂ = ρ·γ, with γ the exact brute-force sensitivity or Claim 1's bound
+(:mod:`deniable.ngrams.sensitivity`), by the analytic Gaussian mechanism (default, valid for every
+ε) or the paper's classic formula (valid for ε < 1 only).
+
+Guarantee. With ``sensitivity="exact"`` or ``"claim1"`` the release is (ε, δ)-DP with respect to
+*removing any one user of the input* (the paper's user-level adjacency D vs D₋ₙ, §2.1), given the
+sensitivity computed on that input — as in the paper, σ is data dependent (a local-sensitivity
+calibration), so adding an arbitrary new user is not covered. With ``sensitivity=<number>`` that
+is a bound on γ over all pairs of datasets differing in one user (added or removed), the release
+is (ε, δ)-DP under user-level add/remove adjacency. The n-gram vocabulary and α are public.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .._random import RNGLike, as_generator
+from .._validation import check_positive, check_unit_interval
+from .counting import Vocabulary, _as_csr, clamp_counts, keys_of
+from .gaussian import CALIBRATIONS, calibrate_sigma
+from .release import Release
+from .sensitivity import LogCountStats, claim1_bound, exact_sensitivity, log_count_stats
+
+__all__ = ["prior_mean", "public_vector", "BayesianPlan", "prepare_bayesian", "bayesian_dp", "SENSITIVITY_METHODS"]
+
+SENSITIVITY_METHODS = ("exact", "claim1")
+
+
+def prior_mean(public_counts: np.ndarray) -> np.ndarray:
+    """μ_p = log(α + 1) − mean(log(α + 1)) (Equation 1)."""
+    lp = np.log1p(np.asarray(public_counts, dtype=np.float64))
+    return lp - lp.mean()
+
+
+def public_vector(public_counts: object, keys: Sequence[str] | None, n_cols: int) -> np.ndarray:
+    """Public counts α as a float64 vector aligned with the columns.
+
+    Accepts a :class:`Vocabulary`, an array of length ``n_cols``, or a mapping n-gram -> count
+    (then ``keys`` gives the column order; n-grams missing from the mapping get 0).
+    """
+    if isinstance(public_counts, Vocabulary):
+        alpha = np.asarray(public_counts.public_counts, dtype=np.float64)
+    elif isinstance(public_counts, Mapping):
+        if keys is None:
+            raise ValueError("public_counts is a mapping: the column keys are needed to align it")
+        alpha = np.array([float(public_counts.get(k, 0.0)) for k in keys])
+    else:
+        alpha = np.asarray(public_counts, dtype=np.float64).ravel()
+    if alpha.shape != (n_cols,):
+        raise ValueError(f"public_counts must have {n_cols} entries (one per n-gram column), got {alpha.shape[0]}")
+    if not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
+        raise ValueError("public_counts must be finite and >= 0")
+    return alpha
+
+
+def _check_sensitivity(sensitivity: object) -> str | float:
+    if isinstance(sensitivity, str):
+        if sensitivity not in SENSITIVITY_METHODS:
+            raise ValueError(f"sensitivity must be one of {SENSITIVITY_METHODS} or a number >= 0, got {sensitivity!r}")
+        return sensitivity
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, numbers.Real):
+        raise TypeError(f"sensitivity must be 'exact', 'claim1' or a number >= 0, got {sensitivity!r}")
+    v = float(sensitivity)
+    if not np.isfinite(v) or v < 0:
+        raise ValueError(f"sensitivity must be a finite number >= 0, got {sensitivity!r}")
+    return v
+
+
+def guarantee_text(epsilon: float, delta: float, method: str) -> str:
+    if method == "given":
+        return (
+            f"({epsilon:g}, {delta:g})-DP, user-level adjacency (add or remove one user), provided the given "
+            "sensitivity bounds the change of w*xhat over every such pair of datasets"
+        )
+    return (
+        f"({epsilon:g}, {delta:g})-DP with respect to removing any one user of the input (user-level, the paper's "
+        f"adjacency D vs D_-n), with the {method} sensitivity computed on the input (data-dependent noise scale)"
+    )
+
+
+@dataclass(frozen=True)
+class BayesianPlan:
+    """Everything Algorithm 1 computes before sampling: the mean μ_ps and the noise σ.
+
+    ``sample`` draws log-probabilities log softmax(h), h ~ N(μ_ps, σ²I); ``release`` wraps one
+    draw in a :class:`Release`. Re-sampling the same plan is how repeated releases (e.g. the
+    membership-inference experiment of §5) are made without recomputing the sensitivity.
+    """
+
+    keys: tuple[str, ...]
+    mu: np.ndarray
+    sigma: float
+    gamma: float
+    epsilon: float
+    delta: float
+    calibration: str
+    sensitivity_method: str
+    params: dict[str, Any]
+
+    def sample(self, rng: RNGLike = None, size: int | None = None) -> np.ndarray:
+        """Log-probabilities of ``size`` releases (shape (size, |V|); (|V|,) when ``size`` is None)."""
+        gen = as_generator(rng)
+        shape = self.mu.shape if size is None else (int(size),) + self.mu.shape
+        h = self.mu + (gen.standard_normal(shape) * self.sigma if self.sigma > 0 else 0.0)
+        return h - logsumexp(h, axis=-1, keepdims=True)
+
+    def release(self, rng: RNGLike = None) -> Release:
+        logp = self.sample(rng)
+        p = np.exp(logp)
+        p /= p.sum()
+        return Release(
+            keys=self.keys,
+            probabilities=p,
+            mechanism="bayesian",
+            epsilon=self.epsilon,
+            delta=self.delta,
+            guarantee=guarantee_text(self.epsilon, self.delta, self.sensitivity_method),
+            sigma=self.sigma,
+            calibration=self.calibration,
+            sensitivity=self.rho * self.gamma,
+            sensitivity_method=self.sensitivity_method,
+            params=dict(self.params),
+        )
+
+    @property
+    def rho(self) -> float:
+        return float(self.params["rho"])
+
+
+def weighted_log_counts(stats: LogCountStats, S: float, C: float) -> np.ndarray:
+    """r = w ⊙ x̂ with w = min(1, S·N/C) (Corollary 1)."""
+    return np.minimum(1.0, (S / C) * stats.N) * stats.xhat
+
+
+def prepare_bayesian(
+    user_counts: object,
+    public_counts: object,
+    *,
+    epsilon: float,
+    delta: float,
+    S: float = 1.0,
+    rho: float = 0.5,
+    C: float = 1,
+    sensitivity: str | float = "exact",
+    calibration: str = "analytic",
+    keys: Sequence[str] | None = None,
+    clamp: bool = True,
+) -> BayesianPlan:
+    """Algorithm 1 up to (not including) the noise draw. See :func:`bayesian_dp`."""
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_unit_interval("delta", delta, open_low=True, open_high=True)
+    S = check_positive("S", S)
+    C = check_positive("C", C)
+    rho = check_unit_interval("rho", rho)
+    method = _check_sensitivity(sensitivity)
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    m = _as_csr(user_counts)
+    cols = m.shape[1]
+    key_tuple = keys_of(user_counts, keys, cols)
+    alpha = public_vector(public_counts, key_tuple, cols)
+    if clamp:
+        m = clamp_counts(m, C)  # Algorithm 1, first loop
+    stats = log_count_stats(m)
+    r = weighted_log_counts(stats, S, C)
+    if method == "exact":
+        gamma = exact_sensitivity(m, S, C, stats=stats)
+        method_name = "exact"
+    elif method == "claim1":
+        gamma = claim1_bound(m, S, C)
+        method_name = "claim1"
+    else:
+        gamma = float(method)
+        method_name = "given"
+    mu = rho * r + (1.0 - rho) * prior_mean(alpha)
+    sigma = calibrate_sigma(epsilon, delta, rho * gamma, calibration)
+    params = {"S": S, "rho": rho, "C": C, "n_users": int(m.shape[0]), "vocabulary_size": int(cols), "gamma": gamma}
+    return BayesianPlan(key_tuple, mu, sigma, gamma, epsilon, delta, calibration, method_name, params)
+
+
+def bayesian_dp(
+    user_counts: object,
+    public_counts: object,
+    *,
+    epsilon: float,
+    delta: float,
+    S: float = 1.0,
+    rho: float = 0.5,
+    C: float = 1,
+    sensitivity: str | float = "exact",
+    calibration: str = "analytic",
+    keys: Sequence[str] | None = None,
+    rng: RNGLike = None,
+) -> Release:
+    """Algorithm 1 (BayesianDP): release softmax(h), h ~ N(ρ·w⊙x̂ + (1−ρ)·μ_p, σ²I).
+
+    Guarantee: (ε, δ)-DP, user level; see the module docstring for the exact adjacency covered by
+    each ``sensitivity`` choice. Private n-grams outside the public vocabulary cannot appear: the
+    columns are the public vocabulary.
+
+    Parameters
+    ----------
+    user_counts : :class:`UserCounts` or a users × |V| sparse/dense count matrix (raw counts;
+        clamped here to ``C``, §3.1).
+    public_counts : α — a :class:`Vocabulary`, an array aligned with the columns, or a mapping.
+    epsilon, delta : privacy parameters of the Gaussian mechanism.
+    S, rho, C : decay weight slope (Equation 5), private/public weighting ρ, per-user clamp C.
+    sensitivity : "exact" (default; the brute-force maximum, O(nnz)), "claim1" (Claim 1's bound),
+        or a number (a bound on ‖Δ(w⊙x̂)‖₂ supplied by the caller).
+    calibration : "analytic" (default; Balle & Wang 2018) or "classic" (paper; ε < 1 only).
+    keys : column keys when ``user_counts`` is a bare matrix.
+    rng : Generator, seed or None.
+
+    Returns
+    -------
+    Release with ``sigma``, ``calibration``, ``sensitivity`` (= ρ·γ, the L2 sensitivity of μ_ps)
+    and ``params`` (S, ρ, C, γ, sizes).
+    """
+    plan = prepare_bayesian(
+        user_counts,
+        public_counts,
+        epsilon=epsilon,
+        delta=delta,
+        S=S,
+        rho=rho,
+        C=C,
+        sensitivity=sensitivity,
+        calibration=calibration,
+        keys=keys,
+    )
+    return plan.release(rng)
+

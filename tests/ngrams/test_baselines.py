@@ -1,0 +1,81 @@
+"""Laplace, Laplace + public and k-anonymity baselines (§4.2, §4.5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from deniable import ngrams
+from deniable.ngrams.baselines import laplace_public_sensitivity
+
+
+def counts(seed=0, users=30, vocab=12):
+    rng = np.random.default_rng(seed)
+    return sp.csr_matrix(rng.integers(1, 6, size=(users, vocab)) * (rng.random((users, vocab)) < 0.4))
+
+
+def test_laplace_release_fields_and_threshold():
+    m = counts()
+    rel = ngrams.laplace_release(m, epsilon=0.5, W=3, rng=0)
+    assert rel.mechanism == "laplace" and rel.epsilon == 0.5 and rel.delta == 0.0
+    assert rel.laplace_scale == pytest.approx(3 / 0.5) and rel.sensitivity == 3 and rel.sensitivity_method == "cap"
+    assert np.all(rel.probabilities >= 0) and np.isclose(rel.probabilities.sum(), 1)
+    assert "add/remove" in rel.guarantee
+
+
+def test_laplace_noise_scale_statistically():
+    # with a huge epsilon the release equals the capped, normalised counts
+    m = counts(1)
+    rel = ngrams.laplace_release(m, epsilon=1e9, W=2, rng=0)
+    capped = ngrams.cap_user_totals(m, 2)
+    c = np.asarray(capped.sum(axis=0)).ravel()
+    np.testing.assert_allclose(rel.probabilities, c / c.sum(), atol=1e-6)
+
+
+def test_laplace_public_sensitivity_matches_brute_force():
+    for seed in range(6):
+        m = ngrams.cap_user_totals(counts(seed, users=int(3 + seed), vocab=8), 5)
+        dense = m.toarray()
+
+        def f(x):
+            T = x.sum()
+            return x.sum(axis=0) / T if T > 0 else np.zeros(x.shape[1])
+
+        bf = max(np.abs(f(dense) - f(np.delete(dense, n, axis=0))).sum() for n in range(dense.shape[0]))
+        assert laplace_public_sensitivity(m) == pytest.approx(bf, rel=1e-10)
+
+
+def test_laplace_public_release_recovers_private_at_large_epsilon():
+    m = counts(2)
+    alpha = np.arange(1, 13, dtype=float)
+    rel = ngrams.laplace_public_release(m, alpha, epsilon=1e9, W=100, rng=0)
+    c = np.asarray(m.sum(axis=0)).ravel()
+    np.testing.assert_allclose(rel.probabilities, c / c.sum(), atol=1e-6)
+    assert rel.mechanism == "laplace-public" and rel.sensitivity_method == "exact"
+
+
+def test_k_anonymity_keeps_only_ngrams_of_K_users():
+    dense = np.array([[1, 1, 0], [2, 0, 0], [1, 0, 5]])
+    rel = ngrams.k_anonymity_release(sp.csr_matrix(dense), K=2, keys=["a", "b", "c"])
+    assert rel.probabilities.tolist() == [1.0, 0.0, 0.0]
+    assert rel.epsilon is None and "no differential privacy" in rel.guarantee
+    with pytest.warns(ngrams.baselines.DeniableWarning):
+        rel = ngrams.k_anonymity_release(sp.csr_matrix(dense), K=10)
+    assert np.allclose(rel.probabilities, 1 / 3)
+
+
+def test_release_dispatch_and_default_W():
+    m = counts(3, users=40)
+    rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", rng=0)
+    assert rel.params["W"] == 1.0  # max(1, 40/1000)
+    with pytest.raises(ValueError, match="mechanism"):
+        ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="nope")
+
+
+def test_public_and_private_references():
+    m = counts(4)
+    pub = ngrams.public_release(np.arange(12.0), [str(i) for i in range(12)])
+    assert pub.probabilities[0] == 0 and np.isclose(pub.probabilities.sum(), 1)
+    priv = ngrams.private_release(m)
+    assert "NOT PRIVATE" in priv.guarantee

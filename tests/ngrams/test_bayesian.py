@@ -1,0 +1,98 @@
+"""Algorithm 1: the mean of Corollary 1, the release record and its validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from deniable import ngrams
+from deniable.errors import PrivacyWarning
+
+
+def data(seed=0, users=20, vocab=10):
+    rng = np.random.default_rng(seed)
+    return sp.csr_matrix(rng.integers(1, 4, size=(users, vocab)) * (rng.random((users, vocab)) < 0.5)), rng.integers(0, 40, vocab).astype(float)
+
+
+def test_mean_is_corollary_1():
+    m, alpha = data()
+    S, rho, C = 0.3, 0.6, 2
+    plan = ngrams.prepare_bayesian(m, alpha, epsilon=1.0, delta=1e-6, S=S, rho=rho, C=C)
+    x = np.minimum(m.toarray(), C)
+    c, N = x.sum(0), (x > 0).sum(0)
+    xhat = np.log(c + 1) - np.log(c + 1).mean()
+    mu_p = np.log(alpha + 1) - np.log(alpha + 1).mean()
+    np.testing.assert_allclose(plan.mu, rho * np.minimum(1, S * N / C) * xhat + (1 - rho) * mu_p)
+
+
+def test_release_is_softmax_of_a_gaussian_sample():
+    m, alpha = data(1)
+    plan = ngrams.prepare_bayesian(m, alpha, epsilon=1.0, delta=1e-6)
+    draws = plan.sample(rng=0, size=40_000)
+    # log-probabilities differences are Gaussian around the mean differences with sd sigma*sqrt(2)
+    diff = draws[:, 0] - draws[:, 1]
+    assert abs(diff.mean() - (plan.mu[0] - plan.mu[1])) < 4.5 * plan.sigma * np.sqrt(2) / np.sqrt(40_000)
+    assert abs(diff.std() / (plan.sigma * np.sqrt(2)) - 1) < 0.02
+    rel = plan.release(rng=3)
+    assert np.isclose(rel.probabilities.sum(), 1) and np.all(rel.probabilities > 0)
+
+
+def test_release_record_contents():
+    m, alpha = data(2)
+    keys = [f"k{i}" for i in range(10)]
+    rel = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
+    assert rel.keys == tuple(keys) and rel.mechanism == "bayesian"
+    assert rel.epsilon == 0.5 and rel.delta == 1e-6 and rel.calibration == "analytic"
+    assert rel.sensitivity_method == "exact" and rel.params["S"] == 0.2 and rel.params["rho"] == 0.4
+    assert "removing any one user" in rel.guarantee
+    meta = rel.metadata()
+    assert meta["sigma"] == rel.sigma and meta["params"]["C"] == 1
+    assert rel.top(2)[0][1] >= rel.top(2)[1][1]
+    same = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
+    np.testing.assert_array_equal(rel.probabilities, same.probabilities)
+
+
+def test_given_sensitivity_states_add_remove_guarantee():
+    m, alpha = data(3)
+    rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=3.0, rng=0)
+    assert rel.sensitivity_method == "given" and "add or remove" in rel.guarantee
+    assert rel.sigma == pytest.approx(ngrams.analytic_sigma(1.0, 1e-6, 0.5 * 3.0))
+
+
+def test_classic_calibration_option():
+    m, alpha = data(4)
+    rel = ngrams.bayesian_dp(m, alpha, epsilon=0.5, delta=1e-6, calibration="classic", rng=0)
+    assert rel.calibration == "classic"
+    assert rel.sigma == pytest.approx(ngrams.classic_sigma(0.5, 1e-6, rel.sensitivity))
+    with pytest.warns(PrivacyWarning):
+        ngrams.bayesian_dp(m, alpha, epsilon=2.0, delta=1e-6, calibration="classic", rng=0)
+
+
+def test_rho_zero_is_the_public_prior_without_noise():
+    m, alpha = data(5)
+    rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, rho=0.0, rng=0)
+    assert rel.sigma == 0.0
+    expected = np.exp(ngrams.prior_mean(alpha))
+    np.testing.assert_allclose(rel.probabilities, expected / expected.sum())
+
+
+def test_public_counts_as_mapping_and_validation():
+    m, alpha = data(6)
+    keys = [f"k{i}" for i in range(10)]
+    rel = ngrams.bayesian_dp(m, dict(zip(keys, alpha)), keys=keys, epsilon=1.0, delta=1e-6, rng=0)
+    assert len(rel) == 10
+    with pytest.raises(ValueError, match="entries"):
+        ngrams.bayesian_dp(m, alpha[:5], epsilon=1.0, delta=1e-6)
+    with pytest.raises(ValueError):
+        ngrams.bayesian_dp(m, alpha, epsilon=-1.0, delta=1e-6)
+    with pytest.raises(ValueError):
+        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=0.0)
+    with pytest.raises(ValueError):
+        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, rho=1.5)
+    with pytest.raises(ValueError, match="sensitivity"):
+        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity="loose")
+    with pytest.raises(TypeError):
+        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=True)
+    with pytest.raises(TypeError):
+        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, rng=np.random.RandomState(0))

@@ -28,6 +28,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_madlib.py
 	$(BIN)/python benchmarks/bench_tem.py
+	$(BIN)/python benchmarks/bench_brr.py
 	$(BIN)/python benchmarks/bench_ngrams_scale.py --users 200000
 
 clean:

@@ -18,6 +18,9 @@ from .embeddings import UNK_ID, Embedding, load_embedding
 from .errors import DataError, DeniableWarning, PrivacyWarning
 from .mechanisms import Guarantee, Madlib, Mahalanobis, Mechanism, available_mechanisms, get_mechanism, register_mechanism
 from .mechanisms.tem import TEM
+from .mechanisms.brr import BRR
+from .binary import BinaryEmbedding, binarize
+from .calibration import equivalent_epsilon, plausible_deniability, select_epsilon
 
 try:
     __version__ = version("deniable")
@@ -33,6 +36,12 @@ __all__ = [
     "Madlib",
     "Mahalanobis",
     "TEM",
+    "BRR",
+    "BinaryEmbedding",
+    "binarize",
+    "plausible_deniability",
+    "select_epsilon",
+    "equivalent_epsilon",
     "get_mechanism",
     "register_mechanism",
     "available_mechanisms",

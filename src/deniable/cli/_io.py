@@ -36,6 +36,10 @@ def atomic_output(path: str | os.PathLike[str], *, mode: str = "w", encoding: st
         raise DataError("output folder does not exist", path=folder)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
+        # mkstemp makes the file private (0600); give it the permissions a plain open() would
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": newline}
         with os.fdopen(fd, "wb") as raw:
             if target.suffix == ".gz":

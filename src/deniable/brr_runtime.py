@@ -1,0 +1,254 @@
+"""Minimal on-device runtime for BRR bundles (numpy and the Python standard library only).
+
+This file is self-contained: copy it next to an app, load a bundle written by
+``deniable export brr -o FILE`` and privatize text on the user's device, so the raw text never
+leaves it (BRR paper §1, the zero-trust model). It imports nothing from ``deniable``.
+
+Mechanism (BRR paper Algorithm 3): each word's binary code gets every bit flipped independently
+with probability p = 1/(1 + e^ε) (randomized response, Algorithm 2), and the output is the
+vocabulary word whose code is nearest in Hamming distance, ties broken uniformly at random.
+Guarantee (Theorem 3): ε·d-privacy with d the Hamming distance between codes, over the
+bundle's vocabulary ∪ {UNK}; every out-of-vocabulary word is privatized as the UNK code stored
+in the bundle (never passed through).
+
+Text handling (same rules as ``deniable.text``): words are maximal ``\\w+`` runs, everything
+else passes through unchanged; for an uncased vocabulary lookups are lower-cased and the output
+word takes the input's case pattern (lower / Title / UPPER).
+
+Randomness, in the order it is consumed (identical to ``deniable.mechanisms.brr.BRR``, so the
+same seed gives the same output): the words of one call are taken in order in chunks of
+:data:`CHUNK` = 4096; per chunk of m words, first ``U = rng.random((m, n_bits))`` (bit j of word
+i flips iff ``U[i, j] < p``), then ``T = rng.random(m)``; word i outputs the tied nearest code of
+rank ``floor(T[i] * C_i)`` (C_i = number of codes at the minimal distance) in ascending id order.
+
+Usage as a script: ``python brr_runtime.py BUNDLE --epsilon 1.0 [--seed 0] < in.txt > out.txt``.
+The byte layout is documented in ``docs/bundle_format.md`` of the deniable project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import struct
+import sys
+
+import numpy as np
+
+__all__ = ["MAGIC", "VERSION", "CHUNK", "BundleError", "Bundle", "load_bundle", "parse_bundle", "flip_probability"]
+
+MAGIC = b"\x89DNBRR\r\n"
+VERSION = 1
+CHUNK = 4096
+MAX_BITS = 65535  # distances are accumulated in uint16
+_FIXED = struct.Struct("<8sII")  # magic, version, header length
+_DIGEST = 32
+_WORD_RE = re.compile(r"(\w+)")
+_MEMORY_CELLS = 1 << 22  # distance cells per search block (bounds memory to ~40 MiB)
+
+
+class BundleError(ValueError):
+    """The file is not a valid BRR bundle (wrong magic, unsupported version, truncated, corrupted)."""
+
+
+def flip_probability(epsilon: float) -> float:
+    """Randomized-response flip probability 1/(1+e^ε) (BRR Algorithm 2), computed stably."""
+    eps = float(epsilon)
+    if not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    t = math.exp(-eps)
+    return t / (1.0 + t)
+
+
+def parse_bundle(data: bytes, *, name: str = "bundle") -> dict:
+    """Validate and decode the bytes of a bundle.
+
+    Returns a dict with ``header`` (dict), ``codes`` (uint64 ``(n_words, words_per_code)``),
+    ``unk_code`` (uint64 ``(words_per_code,)``) and ``words`` (list of str). Raises
+    :class:`BundleError` naming what is wrong.
+    """
+    size = len(data)
+    if size < _FIXED.size:
+        raise BundleError(f"{name}: truncated: {size} bytes, shorter than the {_FIXED.size}-byte preamble")
+    magic, version, hlen = _FIXED.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise BundleError(f"{name}: not a BRR bundle (bad magic bytes {magic!r})")
+    if version != VERSION:
+        raise BundleError(f"{name}: unsupported bundle version {version} (this runtime reads version {VERSION})")
+    if size < _FIXED.size + hlen + _DIGEST:
+        raise BundleError(f"{name}: truncated: {size} bytes, the header alone needs {_FIXED.size + hlen + _DIGEST}")
+    digest = hashlib.sha256(memoryview(data)[: size - _DIGEST]).digest()
+    if digest != bytes(data[size - _DIGEST :]):
+        raise BundleError(f"{name}: checksum mismatch: the file is corrupted or truncated")
+    try:
+        header = json.loads(bytes(data[_FIXED.size : _FIXED.size + hlen]).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{name}: the JSON header is unreadable ({exc})") from None
+    if not isinstance(header, dict):
+        raise BundleError(f"{name}: the JSON header is not an object")
+    try:
+        n_words = int(header["n_words"])
+        n_bits = int(header["n_bits"])
+        wpc = int(header["words_per_code"])
+        vocab_bytes = int(header["vocab_bytes"])
+        bool(header["uncased"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{name}: the header lacks or has a bad field: {exc}") from None
+    if n_words < 1 or not 1 <= n_bits <= MAX_BITS or wpc != (n_bits + 63) // 64 or vocab_bytes < 0:
+        raise BundleError(f"{name}: inconsistent header: n_words={n_words}, n_bits={n_bits}, words_per_code={wpc}")
+    off = _FIXED.size + hlen
+    need = off + 8 * wpc * (n_words + 1) + vocab_bytes + _DIGEST
+    if need != size:
+        raise BundleError(f"{name}: size mismatch: the header describes {need} bytes but the file has {size}")
+    codes = np.frombuffer(data, dtype="<u8", count=n_words * wpc, offset=off).reshape(n_words, wpc).astype(np.uint64)
+    off += 8 * wpc * n_words
+    unk = np.frombuffer(data, dtype="<u8", count=wpc, offset=off).astype(np.uint64)
+    off += 8 * wpc
+    try:
+        text = bytes(data[off : off + vocab_bytes]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BundleError(f"{name}: the vocabulary is not valid UTF-8") from None
+    words = text.split("\n")
+    if len(words) != n_words:
+        raise BundleError(f"{name}: the vocabulary has {len(words)} words, the header says {n_words}")
+    if n_bits % 64:
+        pad = np.uint64(~((1 << (n_bits % 64)) - 1) & 0xFFFFFFFFFFFFFFFF)
+        if (codes[:, -1] & pad).any() or (unk[-1] & pad):
+            raise BundleError(f"{name}: padding bits beyond n_bits={n_bits} are set")
+    return {"header": header, "codes": codes, "unk_code": unk, "words": words}
+
+
+def _as_rng(rng):
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(rng)
+
+
+def _case(token: str) -> str:
+    if token[:1].isupper():
+        return "upper" if len(token) > 1 and token.isupper() else "title"
+    return "lower"
+
+
+def _apply_case(word: str, pattern: str) -> str:
+    if pattern == "upper":
+        return word.upper()
+    if pattern == "title":
+        return word[:1].upper() + word[1:]
+    return word
+
+
+def nearest_codes(codes: np.ndarray, queries: np.ndarray, ties: np.ndarray) -> np.ndarray:
+    """Exact Hamming 1-NN of each packed query among ``codes``, ties broken by the uniforms
+    ``ties`` (rank ``floor(u*C)`` among the C tied ids, in ascending id order)."""
+    n, wpc = queries.shape
+    V = codes.shape[0]
+    cols = np.ascontiguousarray(codes.T)
+    step = max(1, min(n, _MEMORY_CELLS // V))
+    out = np.empty(n, dtype=np.int64)
+    xor = np.empty(step * V, dtype=np.uint64)
+    cnt = np.empty(step * V, dtype=np.uint8)
+    acc = np.empty(step * V, dtype=np.uint16)
+    for s in range(0, n, step):
+        q = queries[s : s + step]
+        m = q.shape[0]
+        x, c, d = xor[: m * V].reshape(m, V), cnt[: m * V].reshape(m, V), acc[: m * V].reshape(m, V)
+        for k in range(wpc):
+            np.bitwise_xor(q[:, k : k + 1], cols[k][None, :], out=x)
+            np.bitwise_count(x, out=c)
+            if k == 0:
+                np.copyto(d, c)
+            else:
+                np.add(d, c, out=d)
+        best = d.min(axis=1)
+        rows, ids = np.nonzero(d == best[:, None])
+        count = np.bincount(rows, minlength=m)
+        start = np.concatenate(([0], np.cumsum(count)[:-1]))
+        rank = np.minimum((ties[s : s + m] * count).astype(np.int64), count - 1)
+        out[s : s + m] = ids[start + rank]
+    return out
+
+
+class Bundle:
+    """A loaded BRR bundle: vocabulary, packed codes, UNK code; privatizes text."""
+
+    def __init__(self, parsed: dict) -> None:
+        self.header = parsed["header"]
+        self.codes = parsed["codes"]
+        self.unk_code = parsed["unk_code"]
+        self.words = parsed["words"]
+        self.n_bits = int(self.header["n_bits"])
+        self.uncased = bool(self.header["uncased"])
+        self._index = {w: i for i, w in enumerate(self.words)}
+
+    def sample_ids(self, ids, epsilon: float, rng=None) -> np.ndarray:
+        """Privatize word ids (-1 = out of vocabulary, privatized as the UNK code)."""
+        p = flip_probability(epsilon)
+        gen = _as_rng(rng)
+        ids = np.asarray(ids, dtype=np.int64).ravel()
+        out = np.empty(ids.shape[0], dtype=np.int64)
+        wpc = self.codes.shape[1]
+        for s in range(0, ids.shape[0], CHUNK):
+            chunk = ids[s : s + CHUNK]
+            m = chunk.shape[0]
+            base = self.codes[np.maximum(chunk, 0)]
+            base[chunk < 0] = self.unk_code
+            flips = gen.random((m, self.n_bits)) < p
+            packed = np.zeros((m, 8 * wpc), dtype=np.uint8)
+            packed[:, : (self.n_bits + 7) // 8] = np.packbits(flips, axis=1, bitorder="little")
+            noisy = base ^ packed.view("<u8").astype(np.uint64)
+            ties = gen.random(m)
+            out[s : s + m] = nearest_codes(self.codes, noisy, ties)
+        return out
+
+    def privatize(self, texts, epsilon: float, rng=None):
+        """Privatize a text (str) or a list of texts word by word; separators pass through."""
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        parts_list = [_WORD_RE.split(t) for t in texts]
+        words = [w for parts in parts_list for w in parts[1::2]]
+        if words:
+            get = self._index.get
+            keys = [w.lower() for w in words] if self.uncased else words
+            ids = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+            chosen = self.sample_ids(ids, epsilon, rng).tolist()
+            if self.uncased:
+                new = [_apply_case(self.words[j], _case(w)) for j, w in zip(chosen, words)]
+            else:
+                new = [self.words[j] for j in chosen]
+            k = 0
+            for parts in parts_list:
+                n = len(parts) // 2
+                parts[1::2] = new[k : k + n]
+                k += n
+        result = ["".join(parts) for parts in parts_list]
+        return result[0] if single else result
+
+
+def load_bundle(path) -> Bundle:
+    """Read and validate a bundle file; raises :class:`BundleError` if it is not a valid bundle."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return Bundle(parse_bundle(data, name=str(path)))
+
+
+def _main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Privatize stdin with a BRR bundle (metric DP, Hamming distance).")
+    ap.add_argument("bundle")
+    ap.add_argument("--epsilon", type=float, required=True)
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args(argv)
+    try:
+        bundle = load_bundle(args.bundle)
+    except (OSError, BundleError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(bundle.privatize(sys.stdin.read(), args.epsilon, rng=args.seed))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main())

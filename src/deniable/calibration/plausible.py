@@ -1,0 +1,436 @@
+"""Plausible-deniability statistics N_w and S_w of a word-level mechanism.
+
+For an input word w (Madlib paper §3.2; Mahalanobis paper §5.1):
+
+* ``N_w = Pr[M(w) = w]``, the probability that w is released unchanged. ``log 1/N_w`` is the proxy
+  for the Rényi min-entropy H_∞(M(w)) (exact when w is the most likely output).
+* ``S_w``, the *effective support*: the size of the smallest set of outputs holding at least
+  ``1 − η`` of the probability of M(w) (Madlib paper §3.2, the definition used here).
+  ``log S_w`` is the proxy for the Rényi entropy H_0(M(w)).
+
+Both papers *estimate* S_w from a finite sample as the number of distinct outputs among the
+draws (Madlib §4.1: 1,000 draws; Mahalanobis §5.1: 100 draws, where S_w is stated as the number
+of outputs of probability ≥ η). The table therefore has both columns: ``s_w`` (the η-effective
+support: exact, or the plug-in estimate from the empirical distribution of the draws) and
+``n_distinct`` (distinct outputs among the draws, the papers' estimator; for exact results the
+number of outputs of positive probability).
+
+Statistics are computed exactly from ``mechanism.probabilities(word)`` where the mechanism has
+a working one (TEM; BRR for tiny codes), otherwise estimated from ``draws`` samples per word,
+drawn in one vectorized :meth:`~deniable.mechanisms.base.Mechanism.sample_ids` call per chunk of
+words. Sampled N_w gets a Wilson score interval. Sampled S_w (the plug-in: the smallest set of
+observed outputs holding ≥ (1 − η)·draws of the draws) gets a distribution-free interval from the
+DKW inequality (Massart's constant), δ = sqrt(ln(2/α) / (2·draws)):
+
+* lower end = plug-in S_w at η + δ. This is a valid lower confidence bound: the true top-k sets
+  T*_1 ⊂ T*_2 ⊂ … are nested and do not depend on the sample, so with probability ≥ 1 − α/2,
+  Pr[M(w) ∈ T*_k] ≤ P̂(T*_k) + δ ≤ (empirical top-k mass) + δ for every k at once, hence
+  S_w ≥ min{k : empirical top-k mass ≥ 1 − η − δ}.
+* upper end = plug-in S_w at η − δ when δ < η (approximate: the empirical top-k sets depend on
+  the sample), and ``inf`` otherwise: with fewer than about ln(2/α)/(2η²) draws (18,444 for
+  η = 0.01, α = 0.05) no finite upper bound is possible, since unseen outputs may hold mass.
+
+A sampled S_w can never exceed ``draws`` and is biased low when the true support is large, which
+errs on the private side when S_w is a lower target. Bootstrapping the plug-in is *not* used: it
+collapses duplicates and lands far below the estimate.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from .._random import RNGLike, as_generator
+from .._validation import check_int, check_unit_interval
+
+__all__ = [
+    "PlausibleDeniability",
+    "plausible_deniability",
+    "select_words",
+    "wilson_interval",
+    "effective_support",
+    "dkw_halfwidth",
+    "mechanism_params",
+]
+
+_COLUMNS = (
+    "word",
+    "word_id",
+    "n_w",
+    "n_w_low",
+    "n_w_high",
+    "s_w",
+    "s_w_low",
+    "s_w_high",
+    "n_distinct",
+    "h0",
+    "h_inf",
+)
+
+
+def wilson_interval(successes: np.ndarray, trials: int, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for binomial proportions ``successes / trials`` (vectorized)."""
+    k = np.asarray(successes, dtype=np.float64)
+    n = float(trials)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = np.where(k <= 0, 0.0, np.clip(centre - half, 0.0, 1.0))
+    hi = np.where(k >= n, 1.0, np.clip(centre + half, 0.0, 1.0))
+    return lo, hi
+
+
+def effective_support(probs: np.ndarray, eta: float) -> np.ndarray:
+    """S_w of each row of ``probs`` (rows are output distributions): the size of the smallest
+    set of outputs with total probability ≥ 1 − η (Madlib paper §3.2)."""
+    p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
+    srt = -np.sort(-p, axis=1)
+    excl = np.cumsum(srt, axis=1) - srt  # mass of the strictly larger outputs
+    total = p.sum(axis=1, keepdims=True)
+    return (excl < (1.0 - eta) * total - 1e-12).sum(axis=1).astype(np.int64)
+
+
+def _sample_support(samples: np.ndarray, etas: Sequence[float], n_outputs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Plug-in S_w for each η in ``etas`` and the number of distinct values, for each row of an
+    int matrix of draws: returns ``(s, n_distinct)`` with ``s`` of shape ``(len(etas), rows)``.
+
+    Vectorized over rows: one sort of ``row * (n_outputs + 1) + value`` keys, run lengths, then
+    a per-row descending cumulative count. S_w is at least 1.
+    """
+    rows, draws = samples.shape
+    if rows == 0:
+        return np.zeros((len(etas), 0), np.int64), np.zeros(0, np.int64)
+    base = np.int64(n_outputs + 1)
+    keys = np.sort((np.arange(rows, dtype=np.int64)[:, None] * base + (samples.astype(np.int64) + 1)).ravel())
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    counts = np.diff(np.r_[starts, keys.size])
+    row = keys[starts] // base
+    n_distinct = np.bincount(row, minlength=rows).astype(np.int64)
+    order = np.lexsort((-counts, row))  # by row, then count descending
+    c = counts[order]
+    r = row[order]
+    cum = np.cumsum(c)
+    row_start = np.r_[0, np.cumsum(n_distinct)[:-1]]
+    before_row = (cum - c)[row_start]  # cumulative count before each row
+    excl = cum - c - before_row[r]  # draws landing on strictly more frequent outputs of the row
+    out = np.empty((len(etas), rows), dtype=np.int64)
+    for j, eta in enumerate(etas):
+        target = (1.0 - eta) * draws - 1e-9 * draws
+        out[j] = np.bincount(r, weights=(excl < target), minlength=rows)
+    return np.maximum(out, 1), n_distinct
+
+
+def dkw_halfwidth(draws: int, alpha: float) -> float:
+    """Massart's DKW half-width sqrt(ln(1/α) / (2·draws)): with probability ≥ 1 − α, an
+    empirical CDF along a fixed order is everywhere within it of the true one (one side)."""
+    return math.sqrt(math.log(1.0 / alpha) / (2.0 * draws))
+
+
+@dataclass
+class PlausibleDeniability:
+    """Per-word plausible-deniability statistics (a small column table).
+
+    Columns (numpy arrays of equal length): ``word``, ``word_id``, ``n_w`` (probability),
+    ``n_w_low``/``n_w_high`` (Wilson interval; equal to ``n_w`` when exact), ``s_w`` (count),
+    ``s_w_low``/``s_w_high`` (DKW interval, floats; ``s_w_high`` is inf when the
+    draws cannot bound S_w above; both equal ``s_w`` when exact), ``n_distinct``, ``h0 = log S_w``, ``h_inf = log 1/N_w`` (inf when N_w = 0).
+    """
+
+    mechanism: str
+    epsilon: float
+    params: dict[str, Any]
+    method: str  # "exact" or "sampled"
+    draws: int | None
+    eta: float
+    confidence: float
+    word: np.ndarray
+    word_id: np.ndarray
+    n_w: np.ndarray
+    n_w_low: np.ndarray
+    n_w_high: np.ndarray
+    s_w: np.ndarray
+    s_w_low: np.ndarray
+    s_w_high: np.ndarray
+    n_distinct: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    columns = _COLUMNS
+
+    @property
+    def h0(self) -> np.ndarray:
+        """log S_w, the proxy for the Rényi entropy H_0 (Madlib paper §3.2)."""
+        return np.log(self.s_w.astype(np.float64))
+
+    @property
+    def h_inf(self) -> np.ndarray:
+        """log 1/N_w, the proxy for the Rényi min-entropy H_∞ (Madlib paper §3.2)."""
+        with np.errstate(divide="ignore"):
+            return -np.log(self.n_w)
+
+    def __len__(self) -> int:
+        return int(self.word_id.shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in _COLUMNS:
+            raise KeyError(f"unknown column {name!r}; columns: {', '.join(_COLUMNS)}")
+        return getattr(self, name)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict per word (Python scalars)."""
+        cols = {c: self.column(c).tolist() for c in _COLUMNS}
+        return [{c: cols[c][i] for c in _COLUMNS} for i in range(len(self))]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: metadata and columns (non-finite floats become None)."""
+
+        def clean(v: list[Any]) -> list[Any]:
+            return [None if isinstance(x, float) and not math.isfinite(x) else x for x in v]
+
+        return {
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "params": dict(self.params),
+            "method": self.method,
+            "draws": self.draws,
+            "eta": self.eta,
+            "confidence": self.confidence,
+            "meta": dict(self.meta),
+            "columns": {c: clean(self.column(c).tolist()) for c in _COLUMNS},
+        }
+
+    def to_csv(self, path: str | os.PathLike[str]) -> None:
+        """Write the table as CSV (header row = column names)."""
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(_COLUMNS)
+            cols = [self.column(c).tolist() for c in _COLUMNS]
+            w.writerows(zip(*cols))
+
+    def to_pandas(self) -> Any:
+        """The table as a pandas DataFrame (needs pandas)."""
+        from .._optional import import_optional
+
+        pd = import_optional("pandas", purpose="PlausibleDeniability.to_pandas")
+        return pd.DataFrame({c: self.column(c) for c in _COLUMNS})
+
+    def summary(self) -> dict[str, float]:
+        """Mean, sd, 5/50/95th percentiles and worst case of N_w and S_w (see
+        :func:`deniable.calibration.sweep.summarize`)."""
+        from .sweep import summarize
+
+        return summarize(self)
+
+
+def mechanism_params(mechanism: Any) -> dict[str, Any]:
+    """JSON-friendly constructor parameters shown in the mechanism's repr (besides epsilon)."""
+    params: dict[str, Any] = {}
+    getter = getattr(mechanism, "_params", None)
+    if callable(getter):
+        for k, v in getter().items():
+            params[k] = v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+    return params
+
+
+def _has_exact(mechanism: Any, probe_id: int) -> bool:
+    fn = getattr(mechanism, "probabilities", None)
+    if not callable(fn):
+        return False
+    try:
+        fn(int(probe_id))
+    except NotImplementedError:
+        return False
+    return True
+
+
+def _knn_radius(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:
+    """Distance from each of ``ids`` to its k-th nearest other vocabulary word (None when the
+    mechanism has no vector points)."""
+    points = getattr(mechanism, "points", None)
+    if not callable(points):
+        return None
+    from ..neighbors import ExactEuclideanIndex
+
+    vocab_pts = np.asarray(points(np.arange(mechanism.n_words)), dtype=np.float32)
+    k = min(k + 1, vocab_pts.shape[0])  # +1: the word itself is its own nearest neighbour
+    _, dist = ExactEuclideanIndex(vocab_pts).knn(vocab_pts[ids], k)
+    return dist[:, -1]
+
+
+def select_words(
+    mechanism: Any,
+    n: int,
+    *,
+    rng: RNGLike = None,
+    strata: int = 10,
+    k: int = 10,
+    pool: int | None = None,
+) -> np.ndarray:
+    """A sample of ``n`` vocabulary ids stratified by neighbourhood density.
+
+    Density is the Euclidean distance from a word's point to its ``k``-th nearest vocabulary
+    neighbour (:meth:`deniable.neighbors.ExactEuclideanIndex.knn` on ``mechanism.points``). A
+    candidate pool (all words, or ``pool`` random words; default ``max(10 n, 1000)``) is cut
+    into ``strata`` equal-count quantile bins of that distance, and ``n`` words are drawn without
+    replacement, equally from each bin, so the sparsest decile (the words most at risk of being
+    returned unchanged) is always represented. Mechanisms without vector points get a simple
+    random sample. Ids are returned sorted.
+    """
+    n = check_int("n", n, minimum=1)
+    strata = check_int("strata", strata, minimum=1)
+    gen = as_generator(rng)
+    V = int(mechanism.n_words)
+    if n >= V:
+        return np.arange(V, dtype=np.int64)
+    pool_size = min(V, pool if pool is not None else max(10 * n, 1000))
+    cand = np.arange(V, dtype=np.int64) if pool_size >= V else np.sort(gen.choice(V, size=pool_size, replace=False))
+    radius = _knn_radius(mechanism, cand, k)
+    if radius is None or strata == 1:
+        return np.sort(gen.choice(cand, size=n, replace=False))
+    order = np.argsort(radius, kind="stable")
+    bins = np.array_split(cand[order], strata)
+    quota = np.full(strata, n // strata)
+    quota[: n % strata] += 1
+    # sparse strata first get the remainder; cap by bin size and hand leftovers to the others
+    quota = quota[::-1]
+    chosen: list[np.ndarray] = []
+    spare = 0
+    for b, q in zip(bins, quota):
+        take = min(len(b), q + spare)
+        spare = q + spare - take
+        chosen.append(gen.choice(b, size=take, replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
+def _resolve_words(mechanism: Any, words: Any, gen: np.random.Generator) -> np.ndarray:
+    if words is None or (isinstance(words, str) and words == "all"):
+        return np.arange(mechanism.n_words, dtype=np.int64)
+    if isinstance(words, (int, np.integer)) and not isinstance(words, bool):
+        return select_words(mechanism, int(words), rng=gen)
+    if isinstance(words, str):
+        raise TypeError("words must be a list of words/ids, a count, 'all' or None; got a single string (wrap it in a list)")
+    if isinstance(words, np.ndarray) and np.issubdtype(words.dtype, np.integer):
+        return mechanism._as_ids(words).ravel()
+    ids = []
+    for w in words:
+        try:
+            ids.append(mechanism.id_of(w))
+        except KeyError:
+            raise KeyError(f"word {w!r} is not in the mechanism's vocabulary") from None
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr.size and arr.min() < 0:
+        raise ValueError("words must be vocabulary words or ids >= 0 (the UNK point -1 is not a word)")
+    return arr
+
+
+def plausible_deniability(
+    mechanism: Any,
+    words: Sequence[str | int] | int | str | np.ndarray | None = None,
+    *,
+    draws: int = 1000,
+    eta: float = 0.01,
+    rng: RNGLike = None,
+    method: str = "auto",
+    confidence: float = 0.95,
+    chunk_samples: int = 400_000,
+    progress: Callable[[int], None] | None = None,
+) -> PlausibleDeniability:
+    """Per-word plausible-deniability statistics N_w and S_w (Madlib paper §3.2, §4.1).
+
+    Parameters
+    ----------
+    mechanism
+        Any :class:`~deniable.mechanisms.base.Mechanism`.
+    words
+        A list of words (or ids), a count ``n`` (``n`` words stratified by neighbourhood density,
+        see :func:`select_words`), or ``None``/``"all"`` for the whole vocabulary.
+    draws
+        Samples per word when sampling (the papers use 1,000 and 100).
+    eta
+        η of the effective support S_w: the smallest set of outputs holding ≥ 1 − η.
+    rng
+        Seed or Generator (word selection and draws).
+    method
+        ``"auto"`` (exact when ``mechanism.probabilities`` works, else sampled), ``"exact"`` or
+        ``"sample"``.
+    confidence
+        Level of the two-sided intervals of sampled results: Wilson score for N_w, DKW for S_w
+        (see the module docstring).
+    chunk_samples
+        Samples drawn per ``sample_ids`` call (memory bound).
+    progress
+        Optional callback receiving the number of words finished since the last call.
+
+    Returns
+    -------
+    PlausibleDeniability
+        The table, with ``method`` saying ``"exact"`` or ``"sampled"``.
+    """
+    draws = check_int("draws", draws, minimum=1)
+    eta = check_unit_interval("eta", eta, open_low=True, open_high=True)
+    confidence = check_unit_interval("confidence", confidence, open_low=True, open_high=True)
+    if method not in ("auto", "exact", "sample"):
+        raise ValueError(f"method must be 'auto', 'exact' or 'sample', got {method!r}")
+    gen = as_generator(rng)
+    ids = _resolve_words(mechanism, words, gen)
+    if ids.size == 0:
+        raise ValueError("words is empty: nothing to measure")
+    V = int(mechanism.n_words)
+    exact = method == "exact" or (method == "auto" and _has_exact(mechanism, ids[0]))
+    if method == "exact" and not _has_exact(mechanism, ids[0]):
+        raise ValueError(f"{type(mechanism).__name__} has no exact probabilities; use method='sample'")
+    name = getattr(mechanism, "name", type(mechanism).__name__)
+    vocab_words = mechanism.vocabulary.words
+    word_col = np.array([vocab_words[i] for i in ids.tolist()], dtype=object)
+    W = ids.shape[0]
+
+    if exact:
+        n_w = np.empty(W)
+        s_w = np.empty(W, dtype=np.int64)
+        n_distinct = np.empty(W, dtype=np.int64)
+        for i, wid in enumerate(ids.tolist()):
+            p = np.asarray(mechanism.probabilities(int(wid)), dtype=np.float64)
+            n_w[i] = p[wid]
+            s_w[i] = effective_support(p, eta)[0]
+            n_distinct[i] = int(np.count_nonzero(p > 0))
+            if progress is not None:
+                progress(1)
+        return PlausibleDeniability(
+            name, float(mechanism.epsilon), mechanism_params(mechanism), "exact", None, eta, confidence,
+            word_col, ids, n_w, n_w.copy(), n_w.copy(), s_w, s_w.astype(np.float64), s_w.astype(np.float64), n_distinct,
+        )
+
+    hits = np.empty(W, dtype=np.int64)
+    s_w = np.empty(W, dtype=np.int64)
+    s_lo = np.empty(W, dtype=np.float64)
+    s_hi = np.empty(W, dtype=np.float64)
+    n_distinct = np.empty(W, dtype=np.int64)
+    per_chunk = max(1, chunk_samples // draws)
+    # each side of the two-sided interval at level `confidence` gets alpha/2
+    delta = dkw_halfwidth(draws, (1.0 - confidence) / 2.0)
+    etas = [eta, min(eta + delta, 1.0)] + ([eta - delta] if eta > delta else [])
+    for s in range(0, W, per_chunk):
+        chunk = ids[s : s + per_chunk]
+        out = mechanism.sample_ids(np.repeat(chunk, draws), rng=gen).reshape(chunk.shape[0], draws)
+        e = s + chunk.shape[0]
+        hits[s:e] = (out == chunk[:, None]).sum(axis=1)
+        sup, n_distinct[s:e] = _sample_support(out, etas, V)
+        s_w[s:e], s_lo[s:e] = sup[0], sup[1]
+        s_hi[s:e] = sup[2] if len(etas) == 3 else np.inf
+        if progress is not None:
+            progress(chunk.shape[0])
+    n_w = hits / draws
+    lo, hi = wilson_interval(hits, draws, confidence)
+    return PlausibleDeniability(
+        name, float(mechanism.epsilon), mechanism_params(mechanism), "sampled", draws, eta, confidence,
+        word_col, ids, n_w, lo, hi, s_w, s_lo, s_hi, n_distinct,
+        meta={"s_w_interval": "DKW (Massart)", "dkw_halfwidth": delta},
+    )

@@ -1,0 +1,150 @@
+"""Sweeps of the plausible-deniability statistics over ε, summarized as in the papers' tables.
+
+Madlib paper §4.1 / Fig. 2 (histograms of N_w and S_w per ε) and Mahalanobis paper §5.1,
+Tables 1–4 (mean ± sd) and Fig. 2–5 (5th/50th/95th percentiles against ε).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._random import RNGLike, as_generator
+from .._validation import check_positive
+from .plausible import PlausibleDeniability, plausible_deniability, select_words
+
+__all__ = ["summarize", "Sweep", "sweep_epsilons", "SUMMARY_KEYS"]
+
+SUMMARY_KEYS = (
+    "n_words",
+    "n_w_mean",
+    "n_w_sd",
+    "n_w_p5",
+    "n_w_p50",
+    "n_w_p95",
+    "n_w_max",
+    "s_w_mean",
+    "s_w_sd",
+    "s_w_p5",
+    "s_w_p50",
+    "s_w_p95",
+    "s_w_min",
+    "n_distinct_mean",
+    "n_distinct_sd",
+    "n_distinct_min",
+)
+
+
+def summarize(result: PlausibleDeniability) -> dict[str, float]:
+    """Across-word summary of one result: mean, sd (ddof=1), 5/50/95th percentiles and the
+    worst case (max N_w, min S_w) of N_w (probability) and S_w (count), plus the distinct-output
+    count (the papers' estimator of S_w). Worst cases are the Madlib paper's calibration targets."""
+    n = result.n_w.astype(np.float64)
+    s = result.s_w.astype(np.float64)
+    d = result.n_distinct.astype(np.float64)
+    ddof = 1 if n.size > 1 else 0
+    p_n = np.percentile(n, [5, 50, 95])
+    p_s = np.percentile(s, [5, 50, 95])
+    return {
+        "n_words": float(n.size),
+        "n_w_mean": float(n.mean()),
+        "n_w_sd": float(n.std(ddof=ddof)),
+        "n_w_p5": float(p_n[0]),
+        "n_w_p50": float(p_n[1]),
+        "n_w_p95": float(p_n[2]),
+        "n_w_max": float(n.max()),
+        "s_w_mean": float(s.mean()),
+        "s_w_sd": float(s.std(ddof=ddof)),
+        "s_w_p5": float(p_s[0]),
+        "s_w_p50": float(p_s[1]),
+        "s_w_p95": float(p_s[2]),
+        "s_w_min": float(s.min()),
+        "n_distinct_mean": float(d.mean()),
+        "n_distinct_sd": float(d.std(ddof=ddof)),
+        "n_distinct_min": float(d.min()),
+    }
+
+
+@dataclass
+class Sweep:
+    """Results of one mechanism family at several ε, on the same words."""
+
+    mechanism: str
+    params: dict[str, Any]
+    epsilons: list[float]
+    results: list[PlausibleDeniability]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def summaries(self) -> list[dict[str, float]]:
+        return [summarize(r) for r in self.results]
+
+    def to_dict(self, *, per_word: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mechanism": self.mechanism,
+            "params": dict(self.params),
+            "epsilons": list(self.epsilons),
+            "summaries": [dict(epsilon=e, **s) for e, s in zip(self.epsilons, self.summaries())],
+            "meta": dict(self.meta),
+        }
+        if per_word:
+            out["results"] = [r.to_dict() for r in self.results]
+        return out
+
+    def table(self, stat: str = "n_w", *, scale: float = 1.0) -> list[tuple[float, float, float]]:
+        """(ε, mean, sd) rows of ``stat`` (``n_w``, ``s_w`` or ``n_distinct``) times ``scale``."""
+        rows = []
+        for e, r in zip(self.epsilons, self.results):
+            v = np.asarray(getattr(r, stat), dtype=np.float64) * scale
+            rows.append((e, float(v.mean()), float(v.std(ddof=1 if v.size > 1 else 0))))
+        return rows
+
+
+def sweep_epsilons(
+    factory: Callable[[float], Any],
+    epsilons: Sequence[float],
+    words: Any = None,
+    *,
+    draws: int = 1000,
+    eta: float = 0.01,
+    rng: RNGLike = None,
+    method: str = "auto",
+    confidence: float = 0.95,
+    progress: Callable[[int], None] | None = None,
+) -> Sweep:
+    """Plausible-deniability statistics at each ε, on one fixed set of words.
+
+    Parameters
+    ----------
+    factory
+        ``factory(epsilon) -> Mechanism``.
+    epsilons
+        The ε values (each > 0), kept in the given order.
+    words
+        As for :func:`~deniable.calibration.plausible.plausible_deniability`; a count is resolved
+        once (stratified, on the first ε's mechanism) so every ε measures the same words.
+    rng
+        Seed or Generator. Each ε gets its own child stream ``SeedSequence(seed).spawn``-style,
+        derived from one draw of ``rng``, so results do not depend on the order of ε.
+    """
+    eps = [check_positive("epsilon", e) for e in epsilons]
+    if not eps:
+        raise ValueError("epsilons is empty")
+    gen = as_generator(rng)
+    first = factory(eps[0])
+    if isinstance(words, (int, np.integer)) and not isinstance(words, bool):
+        words = select_words(first, int(words), rng=gen)
+    root = np.random.SeedSequence(int(gen.integers(2**63)))
+    children = root.spawn(len(eps))
+    results = []
+    for i, (e, child) in enumerate(zip(eps, children)):
+        mech = first if i == 0 else factory(e)
+        results.append(
+            plausible_deniability(
+                mech, words, draws=draws, eta=eta, rng=np.random.default_rng(child), method=method,
+                confidence=confidence, progress=progress,
+            )
+        )
+    return Sweep(results[0].mechanism, dict(results[0].params), eps, results)

@@ -1,0 +1,144 @@
+"""``deniable export brr`` (on-device bundle) and ``deniable privacy-ratio`` (BRR paper §5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+__all__ = ["export", "privacy_ratio"]
+
+
+@click.group()
+def export() -> None:
+    """Export a self-contained file for on-device privatization."""
+
+
+@export.command("brr")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, writable=True, path_type=Path), help="Bundle file to write.")
+@click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Embedding file to binarize (default: the bundled GloVe embedding).")
+@click.option("--bits", "n_bits", type=click.IntRange(1, 65535), default=256, show_default=True, help="Code length in bits.")
+@click.option("--method", type=click.Choice(["autoencoder", "itq", "random-projection"]), default=None, help="Binarizer (default: the best one on the default embedding).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the binarizer's initialization.")
+def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: str | None, limit: int | None, seed: int) -> None:
+    """Write a BRR bundle: versioned header, packed codes, UTF-8 vocabulary, UNK code, checksum.
+
+    The file is everything `brr_runtime.py` (numpy only) needs to privatize text on a device.
+    Byte layout: docs/bundle_format.md.
+    """
+    from importlib import resources
+
+    from ._io import atomic_output
+    from ..binary import DEFAULT_BINARY_FILE, DEFAULT_METHOD, BinaryEmbedding, binarize
+    from ..embeddings import load_embedding
+
+    if embedding_path is None and limit is None and n_bits == 256 and method in (None, DEFAULT_METHOD) and seed == 0:
+        ref = resources.files("deniable.binary") / "data" / DEFAULT_BINARY_FILE
+        data = ref.read_bytes()
+        be = BinaryEmbedding.from_bytes(data, source=str(ref))  # validated before it is written
+    else:
+        emb = load_embedding(embedding_path, limit=limit)
+        if method == "itq" and n_bits > emb.dim:
+            raise click.BadParameter(f"ITQ needs --bits <= the embedding dimension ({emb.dim}), got {n_bits}", param_hint="--bits")
+        click.echo(f"binarizing {len(emb)} words x {emb.dim} dims -> {n_bits} bits ({method or DEFAULT_METHOD}) ...", err=True)
+        be = binarize(emb, n_bits=n_bits, method=method, rng=seed)
+        data = be.to_bytes()
+    with atomic_output(output, mode="wb") as f:
+        f.write(data)
+    size = output.stat().st_size
+    float32 = len(be) * 4 * _dim_of(be)
+    extra = f" ({100.0 * size / float32:.2f} % of the float32 embedding)" if float32 else ""
+    click.echo(f"wrote {output}: {len(be)} words x {be.n_bits} bits, {size} bytes{extra}, fingerprint {be.fingerprint}", err=True)
+
+
+def _dim_of(be: object) -> int:
+    meta = getattr(be, "metadata", {}) or {}
+    return int(meta.get("source_dim", 0) or 0)
+
+
+_MECHS = ("madlib", "mahalanobis", "brr", "tem")
+
+
+@click.command("privacy-ratio")
+@click.argument("mechanism_a", type=click.Choice(_MECHS))
+@click.argument("mechanism_b", type=click.Choice(_MECHS))
+@click.option("-e", "--epsilon", "epsilons", type=float, multiple=True, help="Epsilon(s) of mechanism A to translate (repeatable).")
+@click.option("--aggregate", type=click.Choice(["avg", "max", "both"]), default="avg", show_default=True, help="P_d^avg (the paper's choice), P_d^max, or both.")
+@click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Embedding file (default: bundled GloVe).")
+@click.option("--binary", "binary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="BRR bundle for 'brr' (default: the bundled codes).")
+@click.option("--limit", type=click.IntRange(min=2), default=None, help="Only the first N words (faster).")
+@click.option("--lam", type=float, default=0.5, show_default=True, help="Mahalanobis lambda.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...], aggregate: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, lam: float, as_json: bool) -> None:
+    """Privacy ratio R = P_A / P_B between two mechanisms' metrics, and the epsilon of B
+    matching each given epsilon of A: eps_B = R * eps_A (BRR paper Definition 5.1).
+
+    P_d^avg / P_d^max are the mean / max of each mechanism's guarantee metric over all ordered
+    pairs of the vocabulary, computed exactly.
+
+    Example: deniable privacy-ratio madlib brr -e 5 -e 10 -e 20
+    """
+    from ..calibration.privacy_ratio import mechanism_metric_stats
+
+    for e in epsilons:
+        if not e > 0 or e != e or e == float("inf"):
+            raise click.BadParameter(f"epsilon must be a finite number > 0, got {e}", param_hint="--epsilon")
+    if not 0 <= lam <= 1:
+        raise click.BadParameter(f"lam must be in [0, 1], got {lam}", param_hint="--lam")
+    mechs = {name: _build(name, embedding_path, binary_path, limit, lam) for name in dict.fromkeys((mechanism_a, mechanism_b))}
+    stats = {name: mechanism_metric_stats(m, progress=True) for name, m in mechs.items()}
+    sa, sb = stats[mechanism_a], stats[mechanism_b]
+    aggs = ["avg", "max"] if aggregate == "both" else [aggregate]
+    result = {
+        "mechanism_a": {"name": mechanism_a, "metric": sa.metric, "n_words": sa.n, "P_avg": sa.avg, "P_max": sa.max},
+        "mechanism_b": {"name": mechanism_b, "metric": sb.metric, "n_words": sb.n, "P_avg": sb.avg, "P_max": sb.max},
+        "ratio": {},
+        "epsilon_b": {},
+    }
+    for agg in aggs:
+        pb = sb.aggregate(agg)
+        if not pb > 0:
+            raise click.ClickException(f"P_{agg} of {mechanism_b} is 0 (all its points coincide); no epsilon matches")
+        r = sa.aggregate(agg) / pb
+        result["ratio"][agg] = r
+        result["epsilon_b"][agg] = {f"{e:g}": r * e for e in epsilons}
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    for tag, s in (("A", sa), ("B", sb)):
+        name = mechanism_a if tag == "A" else mechanism_b
+        click.echo(f"{tag}: {name:<12} metric={s.metric:<10} words={s.n:<7} P_avg={s.avg:.6g}  P_max={s.max:.6g}")
+    for agg in aggs:
+        r = result["ratio"][agg]
+        click.echo(f"R_{agg} = P_{agg}(A) / P_{agg}(B) = {r:.6g}")
+        for e in epsilons:
+            click.echo(f"  epsilon_A = {e:g}  ->  epsilon_B = {r * e:.6g}  ({agg})")
+
+
+def _build(name: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, lam: float):
+    from ..embeddings import load_embedding
+    from ..mechanisms import get_mechanism
+
+    if name == "brr" and binary_path is not None:
+        from ..binary import BinaryEmbedding
+        from ..mechanisms.brr import BRR
+
+        be = BinaryEmbedding.load(binary_path)
+        if limit is not None and limit < len(be):
+            be = BinaryEmbedding(be.words[:limit], be.codes[:limit], n_bits=be.n_bits, unk_code=be.unk_code, unk_method=be.unk_method, metadata=be.metadata)
+        return BRR(be, epsilon=1.0, index="exact")
+    emb = load_embedding(embedding_path, limit=limit)
+    if name == "brr":
+        from ..binary import load_default_binary_embedding
+        from ..mechanisms.brr import BRR
+
+        default = load_default_binary_embedding()
+        if embedding_path is None and limit is not None:
+            be = default
+            be = type(be)(be.words[:limit], be.codes[:limit], n_bits=be.n_bits, unk_code=be.unk_code, unk_method=be.unk_method, metadata=be.metadata)
+            return BRR(be, epsilon=1.0, index="exact")
+        return BRR(emb, epsilon=1.0, index="exact")
+    params = {"lam": lam} if name == "mahalanobis" else {}
+    return get_mechanism(name, emb, epsilon=1.0, **params)

@@ -1,0 +1,193 @@
+"""BRR: binary embeddings over randomized response.
+
+Carvalho, Vasiloudis, Feyisetan. "BRR: Preserving Privacy of Text Data Efficiently on Device"
+— Algorithm 2 (randomized response), Algorithm 3 (BRR), Theorems 2–3 (paper file
+``brr_binary_randomized_response.txt``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._random import RNGLike, as_generator
+from ..brr_runtime import CHUNK, flip_probability
+from ..errors import DeniableWarning
+from .base import Guarantee, Mechanism
+
+__all__ = ["BRR"]
+
+# Largest 2^n_bits x V table that probabilities() builds.
+_MAX_ENUM_CELLS = 1 << 24
+
+
+class BRR(Mechanism):
+    """BRR, randomized response on binary word codes (Algorithm 3).
+
+    Each word w has an ``n_bits``-bit code φ(w). The mechanism flips every bit of φ(w)
+    independently with probability p = 1/(1+e^ε) (randomized response, Algorithm 2) and outputs
+    the vocabulary word whose code is nearest to the noisy code in Hamming distance. Ties (common:
+    distances are integers) are broken uniformly at random among the equidistant codes (the tied
+    id of rank ⌊u·C⌋ in ascending id order, u uniform, C tied codes). The output is always a
+    vocabulary word.
+
+    **Guarantee** (Theorem 3): ε·d-privacy with d(w, w') = Hamming distance between φ(w) and
+    φ(w'), for all w, w' in the vocabulary ∪ {UNK}; every out-of-vocabulary word is privatized as
+    the single UNK code stored with the codes (the binarizer's code of the embedding's mean vector
+    for :func:`deniable.binary.binarize`, the bitwise majority code by default for
+    :meth:`BinaryEmbedding.from_bits`). The codes are fitted on the public embedding only, so the
+    search is post-processing and neither the index nor the tie rule affects the guarantee. Words
+    with identical codes are at distance 0 and get identical output distributions.
+
+    Parameters
+    ----------
+    binary_embedding
+        A :class:`~deniable.binary.BinaryEmbedding`; or an :class:`~deniable.embeddings.Embedding`
+        (the bundled default embedding uses the prebuilt codes; any other is binarized with the
+        default binarizer, which trains a model and warns); or ``None`` (the default codes).
+    epsilon
+        Privacy parameter ε > 0, per bit of Hamming distance.
+    index
+        Hamming search: ``"auto"`` (FAISS flat if installed, else numpy; both exact and giving
+        identical outputs), ``"exact"`` (numpy), ``"faiss-flat"``, ``"faiss-mih"`` (approximate),
+        or an object with ``search(queries, ties=None, rng=None)``.
+    n_bits, method
+        Code length and binarizer used when an :class:`Embedding` must be binarized.
+
+    Randomness: tokens are processed in chunks of 4096; per chunk of m tokens, ``rng.random((m,
+    n_bits))`` decides the flips (``< p``) and then ``rng.random(m)`` the ties — the order the
+    numpy-only runtime :mod:`deniable.brr_runtime` follows, so a bundle gives the same output for
+    the same seed on a device.
+    """
+
+    name = "brr"
+
+    def __init__(
+        self,
+        binary_embedding: Any = None,
+        *,
+        epsilon: float,
+        index: Any = "auto",
+        n_bits: int = 256,
+        method: str | None = None,
+    ) -> None:
+        be = _as_binary_embedding(binary_embedding, n_bits=n_bits, method=method)
+        super().__init__(be, epsilon=epsilon)
+        from ..binary.hamming import make_hamming_index
+
+        self.binary_embedding = be
+        self.flip_probability = flip_probability(self.epsilon)
+        self._index_spec = index if isinstance(index, str) else type(index).__name__
+        self.index = make_hamming_index(index, be.codes)
+
+    @property
+    def n_bits(self) -> int:
+        return self.binary_embedding.n_bits
+
+    # -- sampling ------------------------------------------------------------------------------
+    def randomize_codes(self, codes: np.ndarray, rng: RNGLike = None) -> np.ndarray:
+        """Randomized response on packed codes: each of the ``n_bits`` bits flips independently
+        with probability 1/(1+e^ε) (Algorithm 2). Draws ``rng.random((n, n_bits))``."""
+        codes = np.asarray(codes, dtype=np.uint64)
+        gen = as_generator(rng)
+        from ..binary.codes import pack_bits
+
+        flips = gen.random((codes.shape[0], self.n_bits)) < self.flip_probability
+        return codes ^ pack_bits(flips)
+
+    def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        out = np.empty(ids.shape[0], dtype=np.int64)
+        be = self.binary_embedding
+        for s in range(0, ids.shape[0], CHUNK):
+            chunk = ids[s : s + CHUNK]
+            noisy = self.randomize_codes(be.code_of(chunk), rng)
+            ties = rng.random(chunk.shape[0])
+            out[s : s + chunk.shape[0]] = self.index.search(noisy, ties=ties)
+        return out
+
+    # -- the guarantee -------------------------------------------------------------------------
+    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
+        """Hamming distance between the codes of ``ids_a[i]`` and ``ids_b[i]`` (UNK: the UNK code)."""
+        be = self.binary_embedding
+        x = be.code_of(np.asarray(ids_a, dtype=np.int64)) ^ be.code_of(np.asarray(ids_b, dtype=np.int64))
+        return np.bitwise_count(x).sum(axis=1, dtype=np.int64).astype(np.float64)
+
+    @property
+    def guarantee(self) -> Guarantee:
+        be = self.binary_embedding
+        return Guarantee(
+            self.epsilon,
+            f"Hamming distance between the words' {be.n_bits}-bit binary codes",
+            f"the {len(be)} vocabulary words and UNK (the {be.unk_method} code)",
+        )
+
+    def _params(self) -> dict[str, Any]:
+        return {"n_bits": self.n_bits, "index": self._index_spec}
+
+    # -- exact output distribution ---------------------------------------------------------------
+    def probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """Exact output distribution ``P[M(w) = y]`` over the vocabulary ``(V,)`` float64.
+
+        Enumerates all 2^n_bits noisy codes with their randomized-response probabilities
+        p^H (1−p)^(n−H) and splits each one's mass uniformly among its nearest codes (the tie rule).
+        Tractable only for tiny codes: raises ``NotImplementedError`` when n_bits > 16 or
+        2^n_bits · V > 2^24.
+        """
+        w = self.id_of(word_or_id)
+        n, V = self.n_bits, self.n_words
+        if n > 16 or (V << n) > _MAX_ENUM_CELLS:
+            raise NotImplementedError(
+                f"exact probabilities enumerate all 2^n_bits noisy codes: tractable for n_bits <= 16 and "
+                f"2^n_bits * V <= 2^24, got n_bits={n}, V={V}"
+            )
+        be = self.binary_embedding
+        y = np.arange(1 << n, dtype=np.uint64)  # every noisy code (n <= 16 fits one word)
+        codes = be.codes[:, 0]
+        d = np.bitwise_count(y[:, None] ^ codes[None, :]).astype(np.int64)  # (2^n, V)
+        nearest = d == d.min(axis=1, keepdims=True)
+        share = nearest / nearest.sum(axis=1, keepdims=True)
+        x = be.code_of(np.array([w]))[0, 0]
+        h = np.bitwise_count(y ^ x).astype(np.float64)
+        p = self.flip_probability
+        logw = h * math.log(p) + (n - h) * math.log1p(-p)
+        return np.exp(logw) @ share
+
+    def __reduce__(self):  # pickling rebuilds the search index
+        return (_rebuild, (self.binary_embedding, self.epsilon, self._index_spec if self._index_spec in ("auto", "exact", "faiss-flat", "faiss-mih") else "auto"))
+
+
+def _rebuild(be: Any, epsilon: float, index: str) -> BRR:
+    return BRR(be, epsilon=epsilon, index=index)
+
+
+def _as_binary_embedding(x: Any, *, n_bits: int, method: str | None) -> Any:
+    from ..binary import DEFAULT_METHOD, BinaryEmbedding, binarize, load_default_binary_embedding
+    from ..embeddings.embedding import Embedding
+
+    if isinstance(x, BinaryEmbedding):
+        return x
+    if x is None:
+        return load_default_binary_embedding()
+    if isinstance(x, Embedding):
+        default = load_default_binary_embedding()
+        if (
+            x.fingerprint == default.metadata.get("source_fingerprint")
+            and n_bits == default.n_bits
+            and method in (None, DEFAULT_METHOD)
+        ):
+            return default
+        warnings.warn(
+            f"BRR: binarizing the embedding {x.fingerprint} ({len(x)} words) with the "
+            f"{method or DEFAULT_METHOD!r} binarizer ({n_bits} bits); this trains a model and can take a while. "
+            "Export the codes once with `deniable export brr` and pass the BinaryEmbedding to skip it.",
+            DeniableWarning,
+            stacklevel=4,
+        )
+        return binarize(x, n_bits=n_bits, method=method, rng=0)
+    raise TypeError(
+        f"BRR needs a deniable.binary.BinaryEmbedding, a deniable.Embedding or None, got {type(x).__name__}"
+    )
+

@@ -1,0 +1,113 @@
+"""Binarizers: shapes, determinism, SimHash angle property, ITQ objective, autoencoder training."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from deniable import Embedding
+from deniable.binary import (
+    AutoencoderBinarizer,
+    BinaryEmbedding,
+    ITQBinarizer,
+    RandomProjectionBinarizer,
+    binarize,
+    get_binarizer,
+    nn_overlap,
+    pack_bits,
+)
+
+
+def _emb(n=200, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    # clustered data, so that neighbourhoods mean something
+    centres = rng.standard_normal((10, d)) * 3
+    X = centres[rng.integers(0, 10, n)] + rng.standard_normal((n, d))
+    return Embedding([f"w{i}" for i in range(n)], X.astype(np.float32))
+
+
+@pytest.mark.parametrize("method", ["random-projection", "itq", "autoencoder"])
+def test_binarize_shapes_determinism_unk(method):
+    emb = _emb()
+    kw = {"epochs": 2} if method == "autoencoder" else {}
+    a = binarize(emb, n_bits=12, method=method, rng=1, **kw)
+    b = binarize(emb, n_bits=12, method=method, rng=1, **kw)
+    assert isinstance(a, BinaryEmbedding) and a.n_bits == 12 and len(a) == 200 and a.words == emb.words
+    assert a.fingerprint == b.fingerprint
+    assert a.unk_method == "encoded-mean"
+    assert a.metadata["binarizer"]["method"] == method and a.metadata["source_fingerprint"] == emb.fingerprint
+    binz = get_binarizer(method, 12, **kw).fit(emb.vectors, rng=1)
+    assert np.array_equal(pack_bits(binz.encode(emb.mean[None, :]))[0], a.unk_code)
+    assert np.array_equal(pack_bits(binz.encode(emb.vectors)), a.codes)
+    # on clustered data, binary neighbours agree with real ones far beyond chance (10/199)
+    assert nn_overlap(emb, a, k=5, n_queries=None) > 0.3
+
+
+def test_simhash_estimates_the_angle():
+    theta = 1.0
+    x = np.array([[1.0, 0.0], [math.cos(theta), math.sin(theta)], [-1.0, 0.0], [0.0, -1.0]])
+    rp = RandomProjectionBinarizer(20000).fit(x, rng=3)
+    rp.mean_ = np.zeros(2)  # project the raw vectors (not centred) to test the property itself
+    b = rp.encode(x[:2])
+    frac = float((b[0] != b[1]).mean())
+    sd = math.sqrt((theta / math.pi) * (1 - theta / math.pi) / 20000)
+    assert abs(frac - theta / math.pi) < 5 * sd
+
+
+def test_itq_rotation_is_orthogonal_and_lowers_quantization_error():
+    X = _emb(300, 12).vectors
+    def err(b):
+        v = (X - b.mean_) @ b.pca_ @ b.rotation_
+        return float(((np.where(v >= 0, 1.0, -1.0) - v) ** 2).sum())
+    start = ITQBinarizer(8, n_iter=0).fit(X, rng=5)
+    fitted = ITQBinarizer(8, n_iter=30).fit(X, rng=5)
+    R = fitted.rotation_
+    assert np.allclose(R @ R.T, np.eye(8), atol=1e-10)
+    assert err(fitted) < err(start)
+    with pytest.raises(ValueError, match="n_bits"):
+        ITQBinarizer(13).fit(X)
+
+
+def test_autoencoder_training_reduces_loss_and_regularizer_orthogonalizes():
+    X = _emb(400, 10).vectors
+    ae = AutoencoderBinarizer(8, epochs=15, batch_size=32, lr=3e-3, reg=5.0).fit(X, rng=0)
+    assert ae.losses_[-1] < ae.losses_[0]
+    W = ae.W_
+    assert np.abs(W @ W.T - np.eye(8)).max() < 0.2
+    rec = ae.reconstruct(X)
+    assert rec.shape == X.shape and np.isfinite(rec).all()
+    # reconstruction beats predicting the mean
+    assert ((rec - X) ** 2).sum() < ((X - X.mean(0)) ** 2).sum()
+
+
+def test_autoencoder_without_encoder_bias_keeps_zero_bias():
+    X = _emb(100, 6).vectors
+    ae = AutoencoderBinarizer(4, epochs=2, encoder_bias=False).fit(X, rng=0)
+    assert np.all(ae.c_ == 0)
+
+
+def test_autoencoder_torch_backend_matches_interface():
+    pytest.importorskip("torch")
+    X = _emb(100, 6).vectors
+    ae = AutoencoderBinarizer(4, epochs=2, backend="torch").fit(X, rng=0)
+    assert ae.encode(X).shape == (100, 4)
+
+
+def test_validation():
+    emb = _emb(20, 4)
+    with pytest.raises(ValueError, match="unknown binarizer"):
+        binarize(emb, n_bits=4, method="pca")
+    with pytest.raises(TypeError):
+        binarize(np.zeros((3, 3)), n_bits=4)
+    with pytest.raises(ValueError):
+        AutoencoderBinarizer(4, backend="jax")
+    with pytest.raises(ValueError):
+        AutoencoderBinarizer(4, lr=0)
+    with pytest.raises(ValueError):
+        RandomProjectionBinarizer(0)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        RandomProjectionBinarizer(4).encode(emb.vectors)
+    with pytest.raises(ValueError, match="same words"):
+        nn_overlap(emb, BinaryEmbedding.from_bits(["a", "b"], np.zeros((2, 3), bool)))

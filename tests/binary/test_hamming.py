@@ -1,0 +1,98 @@
+"""Hamming search: exact vs brute force, uniform tie-breaking, blocked path, FAISS engines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from deniable.binary import HammingIndex, make_hamming_index, pack_bits
+
+
+def _brute(codes_bits, q_bits):
+    return (q_bits[:, None, :] != codes_bits[None, :, :]).sum(axis=2)
+
+
+@pytest.mark.parametrize("n_bits", [7, 64, 130])
+def test_search_equals_brute_force(n_bits):
+    rng = np.random.default_rng(n_bits)
+    cb = rng.random((300, n_bits)) < 0.5
+    qb = rng.random((200, n_bits)) < 0.5
+    index = HammingIndex(pack_bits(cb))
+    d = _brute(cb, qb)
+    assert np.array_equal(index.distances(pack_bits(qb)), d)
+    ids = index.search(pack_bits(qb), rng=0)
+    assert np.array_equal(d[np.arange(200), ids], d.min(axis=1))
+
+
+def test_tie_rule_rank_in_id_order():
+    codes = pack_bits(np.array([[0, 0], [1, 1], [0, 0], [1, 0], [0, 0]], bool))
+    index = HammingIndex(codes)
+    q = pack_bits(np.zeros((4, 2), bool))  # ties: ids 0, 2, 4
+    out = index.search(q, ties=np.array([0.0, 0.34, 0.67, 0.9999]))
+    assert out.tolist() == [0, 2, 4, 4]
+
+
+def test_ties_are_uniform_frequency():
+    # 5 codes tied at distance 1 from the query, one farther: each tied id ~ 1/5.
+    bits = np.zeros((6, 8), bool)
+    for i in range(5):
+        bits[i, i] = True
+    bits[5, :3] = True
+    index = HammingIndex(pack_bits(bits))
+    n = 50_000
+    q = pack_bits(np.zeros((n, 8), bool))
+    out = index.search(q, rng=123)
+    counts = np.bincount(out, minlength=6)
+    assert counts[5] == 0
+    p = stats.chisquare(counts[:5]).pvalue
+    assert p > 1e-4, counts
+
+
+def test_blocked_search_equals_single_block():
+    rng = np.random.default_rng(5)
+    cb = rng.random((5000, 16)) < 0.5  # 16 bits: many ties across blocks
+    qb = rng.random((300, 16)) < 0.5
+    u = rng.random(300)
+    small = HammingIndex(pack_bits(cb), memory_bytes=1 << 16)
+    assert small._vb < 5000
+    big = HammingIndex(pack_bits(cb))
+    assert np.array_equal(small.search(pack_bits(qb), ties=u), big.search(pack_bits(qb), ties=u))
+
+
+def test_knn_sorted_by_distance_then_id():
+    rng = np.random.default_rng(2)
+    cb = rng.random((100, 12)) < 0.5
+    qb = rng.random((10, 12)) < 0.5
+    ids, dists = HammingIndex(pack_bits(cb)).knn(pack_bits(qb), 7)
+    d = _brute(cb, qb)
+    for i in range(10):
+        order = sorted(range(100), key=lambda j: (d[i, j], j))[:7]
+        assert ids[i].tolist() == order and dists[i].tolist() == [d[i, j] for j in order]
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError):
+        HammingIndex(np.zeros((0, 1), np.uint64))
+    index = HammingIndex(np.zeros((3, 1), np.uint64))
+    with pytest.raises(ValueError):
+        index.search(np.zeros((2, 2), np.uint64))
+    with pytest.raises(ValueError, match="ties"):
+        index.search(np.zeros((2, 1), np.uint64), ties=np.zeros(3))
+    with pytest.raises(ValueError, match="unknown"):
+        make_hamming_index("annoy", np.zeros((3, 1), np.uint64))
+
+
+def test_faiss_flat_matches_exact():
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(9)
+    cb = rng.random((2000, 20)) < 0.5  # 20 bits: ties, some beyond k candidates
+    qb = rng.random((500, 20)) < 0.5
+    u = rng.random(500)
+    codes, q = pack_bits(cb), pack_bits(qb)
+    exact = HammingIndex(codes).search(q, ties=u)
+    flat = make_hamming_index("faiss-flat", codes)
+    assert np.array_equal(flat.search(q, ties=u), exact)
+    mih = make_hamming_index("faiss-mih", codes)
+    got = mih.search(q, ties=u)
+    assert got.shape == (500,) and ((got >= 0) & (got < 2000)).all()

@@ -1,0 +1,129 @@
+"""The numpy-only runtime: same output as the library for the same seed; clear errors on bad bundles."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deniable import brr_runtime
+from deniable.binary import BinaryEmbedding
+from deniable.mechanisms.brr import BRR
+
+RUNTIME = Path(brr_runtime.__file__)
+
+
+def _bundle(tmp_path, n=300, n_bits=24, seed=0, words=None):
+    rng = np.random.default_rng(seed)
+    words = words or [f"w{i}" for i in range(n)]
+    be = BinaryEmbedding.from_bits(words, rng.random((len(words), n_bits)) < 0.5)
+    path = be.save(tmp_path / "b.brr")
+    return be, path
+
+
+def test_runtime_imports_only_numpy_and_stdlib():
+    tree = ast.parse(RUNTIME.read_text())
+    mods = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in the runtime"
+            mods.add(node.module.split(".")[0])
+    allowed = {"numpy", "__future__"} | set(sys.stdlib_module_names)
+    assert mods <= allowed, mods - allowed
+    assert "deniable" not in mods
+
+
+@pytest.mark.parametrize("index", ["exact", "auto"])
+def test_runtime_output_equals_library_for_same_seed(tmp_path, index):
+    be, path = _bundle(tmp_path)
+    bundle = brr_runtime.load_bundle(path)
+    mech = BRR(BinaryEmbedding.load(path), epsilon=0.7, index=index)
+    rng = np.random.default_rng(1)
+    # more than one 4096-word chunk, with unknown words and case patterns
+    vocab = be.words + ["unknownword", "W3", "W10"]
+    texts = [" ".join(rng.choice(vocab, size=int(k))) + "." for k in rng.integers(1, 40, size=400)]
+    assert sum(len(t.split()) for t in texts) > 4096
+    lib = mech.privatize(texts, rng=42)
+    run = bundle.privatize(texts, 0.7, rng=42)
+    assert lib == run
+    assert mech.privatize(texts[0], rng=5) == bundle.privatize(texts[0], 0.7, rng=5)
+    ids = rng.integers(-1, 300, size=5000)
+    assert np.array_equal(mech.sample_ids(ids, rng=9), bundle.sample_ids(ids, 0.7, rng=9))
+
+
+def test_runtime_never_passes_oov_through(tmp_path):
+    _, path = _bundle(tmp_path, words=["alpha", "beta", "gamma", "delta", "omega"])
+    bundle = brr_runtime.load_bundle(path)
+    out = bundle.privatize("secretname, Another-Secret beta", 1.0, rng=0)
+    assert "secret" not in out.lower() and "another" not in out.lower()
+    assert out.count(",") == 1 and out.count("-") == 1
+    words = out.replace(",", " ").replace("-", " ").split()
+    assert all(w.lower() in bundle.words for w in words)
+    assert words[1][0].isupper() and words[2][:1].isupper() and words[2][1:].islower()
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d[:-1], "checksum|size"),
+        (lambda d: d[:12], "truncated"),
+        (lambda d: b"\x00" * 8 + d[8:], "magic"),
+        (lambda d: d[:8] + b"\x09\x00\x00\x00" + d[12:], "version"),
+        (lambda d: d[:200] + bytes([d[200] ^ 0x10]) + d[201:], "checksum"),
+    ],
+)
+def test_runtime_rejects_corrupted_bundles(tmp_path, mutate, match):
+    _, path = _bundle(tmp_path)
+    bad = tmp_path / "bad.brr"
+    bad.write_bytes(mutate(path.read_bytes()))
+    with pytest.raises(brr_runtime.BundleError, match=match):
+        brr_runtime.load_bundle(bad)
+
+
+def test_runtime_rejects_inconsistent_header_with_valid_checksum(tmp_path):
+    import hashlib
+    import json
+    import struct
+
+    _, path = _bundle(tmp_path)
+    data = path.read_bytes()
+    hlen = struct.unpack_from("<I", data, 12)[0]
+    header = json.loads(data[16 : 16 + hlen])
+    header["n_words"] += 1
+    hb = json.dumps(header).encode()
+    hb += b" " * (-len(hb) % 8)
+    body = data[:8] + struct.pack("<II", 1, len(hb)) + hb + data[16 + hlen : -32]
+    bad = tmp_path / "bad.brr"
+    bad.write_bytes(body + hashlib.sha256(body).digest())
+    with pytest.raises(brr_runtime.BundleError, match="size mismatch"):
+        brr_runtime.load_bundle(bad)
+
+
+def test_runtime_bad_epsilon(tmp_path):
+    _, path = _bundle(tmp_path, n=5)
+    with pytest.raises(ValueError, match="epsilon"):
+        brr_runtime.load_bundle(path).privatize("w1", 0.0)
+
+
+def test_runtime_script(tmp_path):
+    # as deployed: the file copied next to an app (run in place, src/deniable/_random.py would
+    # shadow the standard library's _random module)
+    _, path = _bundle(tmp_path, n=50)
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "brr_runtime.py").write_text(RUNTIME.read_text())
+    r = subprocess.run(
+        [sys.executable, str(app / "brr_runtime.py"), str(path), "--epsilon", "2", "--seed", "3"],
+        input="w1 w2, w3!\n", capture_output=True, text=True, check=True,
+    )
+    assert r.stdout == brr_runtime.load_bundle(path).privatize("w1 w2, w3!\n", 2.0, rng=3)
+    bad = tmp_path / "bad.brr"
+    bad.write_bytes(b"nonsense")
+    r = subprocess.run([sys.executable, str(app / "brr_runtime.py"), str(bad), "--epsilon", "1"], capture_output=True, text=True)
+    assert r.returncode == 1 and "truncated" in r.stderr

@@ -1,0 +1,130 @@
+"""Tests of deniable.calibration.select.select_epsilon: the safe (private) direction."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from deniable import Embedding, Madlib
+from deniable.calibration.plausible import plausible_deniability
+from deniable.calibration.select import meets_targets, select_epsilon
+from deniable.mechanisms.base import Guarantee, Mechanism
+
+
+class RandomizedResponse(Mechanism):
+    """Toy with closed forms: keep w with p = e^ε/(e^ε+V-1), else a uniform other word.
+
+    N_w = p for every word, so the largest ε with N_w ≤ t is ln(t(V-1)/(1-t)); the η-effective
+    support is ≥ m iff e^ε < ((1-η)(V-1) - m + 2)/η.
+    """
+
+    name = "rr"
+
+    def __init__(self, n: int = 50, *, epsilon: float, exact: bool = False) -> None:
+        emb = Embedding([f"w{i}" for i in range(n)], np.eye(n, dtype=np.float32))
+        super().__init__(emb, epsilon=epsilon)
+        self._exact = exact
+        self.p = math.exp(self.epsilon) / (math.exp(self.epsilon) + n - 1)
+
+    def _sample_ids(self, ids, rng):
+        keep = rng.random(ids.shape[0]) < self.p
+        other = rng.integers(0, self.n_words - 1, size=ids.shape[0])
+        other = other + (other >= ids)
+        return np.where(keep, ids, other)
+
+    def probabilities(self, word_or_id):
+        if not self._exact:
+            raise NotImplementedError
+        i = self.id_of(word_or_id)
+        q = (1 - self.p) / (self.n_words - 1)
+        out = np.full(self.n_words, q)
+        out[i] = self.p
+        return out
+
+    def distance(self, a, b):
+        return (np.asarray(a) != np.asarray(b)).astype(np.float64)
+
+    @property
+    def guarantee(self):
+        return Guarantee(self.epsilon, "discrete metric", "50 words")
+
+
+V = 50
+
+
+def n_w_boundary(t: float) -> float:
+    return math.log(t * (V - 1) / (1 - t))
+
+
+def s_w_boundary(m: int, eta: float) -> float:
+    return math.log(((1 - eta) * (V - 1) - m + 2) / eta)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_never_above_true_boundary_sampled(seed):
+    target = 0.3
+    true = n_w_boundary(target)  # ~3.04
+    sel = select_epsilon(lambda e: RandomizedResponse(V, epsilon=e), max_n_w=target, words=10, draws=400, rtol=0.02, rng=seed)
+    assert sel.epsilon is not None
+    assert sel.epsilon <= true
+    assert sel.epsilon >= true - 0.6  # not absurdly conservative: Wilson half-width at 4000 draws
+    # the re-measured statistics meet the target, also without confidence bounds
+    fresh = plausible_deniability(RandomizedResponse(V, epsilon=sel.epsilon), draws=4000, rng=100 + seed)
+    assert meets_targets(fresh, max_n_w=target, conservative=False)[0]
+    assert sel.check is not None and meets_targets(sel.check, max_n_w=target)[0]
+    stages = [e["stage"] for e in sel.evaluations]
+    assert stages[0] == "bracket" and "bisect" in stages and stages[-1] == "recheck"
+
+
+def test_exact_boundary_n_w_and_s_w():
+    f = lambda e: RandomizedResponse(V, epsilon=e, exact=True)  # noqa: E731
+    sel = select_epsilon(f, max_n_w=0.3, words=None, rtol=0.001)
+    assert sel.check.method == "exact"
+    true = n_w_boundary(0.3)
+    assert true * (1 - 0.002) <= sel.epsilon <= true
+    sel = select_epsilon(f, min_s_w=30, eta=0.05, words=None, rtol=0.001)
+    true = s_w_boundary(30, 0.05)
+    assert true * (1 - 0.002) <= sel.epsilon <= true
+    both = select_epsilon(f, max_n_w=0.3, min_s_w=30, eta=0.05, words=None, rtol=0.001)
+    assert both.epsilon <= min(n_w_boundary(0.3), s_w_boundary(30, 0.05))
+
+
+def test_uncertain_decisions_choose_smaller_epsilon():
+    # with few draws the Wilson bound is wide: the answer moves down, never up
+    f = lambda e: RandomizedResponse(V, epsilon=e)  # noqa: E731
+    few = select_epsilon(f, max_n_w=0.3, words=5, draws=30, rng=1)
+    many = select_epsilon(f, max_n_w=0.3, words=5, draws=3000, rng=1)
+    assert few.epsilon < many.epsilon <= n_w_boundary(0.3)
+
+
+def test_quantile_target_on_real_mechanism():
+    rng = np.random.default_rng(0)
+    emb = Embedding([f"w{i}" for i in range(60)], rng.standard_normal((60, 4)).astype(np.float32))
+    worst = select_epsilon(lambda e: Madlib(emb, epsilon=e), max_n_w=0.5, words=12, draws=200, rtol=0.05, rng=3)
+    median = select_epsilon(lambda e: Madlib(emb, epsilon=e), max_n_w=0.5, quantile=0.5, words=12, draws=200, rtol=0.05, rng=3)
+    assert worst.epsilon is not None and median.epsilon is not None
+    assert worst.epsilon <= median.epsilon * 1.1
+    assert max(worst.check.n_w_high) <= 0.5
+    d = worst.to_dict()
+    assert d["epsilon"] == worst.epsilon and d["check"]["method"] == "sampled"
+
+
+def test_unreachable_and_capped_targets():
+    f = lambda e: RandomizedResponse(V, epsilon=e, exact=True)  # noqa: E731
+    assert select_epsilon(f, max_n_w=1e-6, words=None, eps_min=0.01).epsilon is None  # N_w >= 1/V always
+    capped = select_epsilon(f, max_n_w=0.999, words=None, eps_max=4.0)
+    assert capped.capped and capped.epsilon == 4.0
+
+
+def test_validation():
+    f = lambda e: RandomizedResponse(V, epsilon=e)  # noqa: E731
+    with pytest.raises(ValueError, match="target"):
+        select_epsilon(f)
+    with pytest.raises(ValueError, match="max_n_w"):
+        select_epsilon(f, max_n_w=1.5)
+    with pytest.raises(ValueError, match="eps_min"):
+        select_epsilon(f, max_n_w=0.5, eps_start=0.0001)
+    with pytest.raises(TypeError, match="draws"):
+        select_epsilon(f, max_n_w=0.5, draws="many")

@@ -96,3 +96,21 @@ def test_faiss_flat_matches_exact():
     mih = make_hamming_index("faiss-mih", codes)
     got = mih.search(q, ties=u)
     assert got.shape == (500,) and ((got >= 0) & (got < 2000)).all()
+
+
+@pytest.mark.parametrize("memory", [64 << 20, 1 << 16])
+def test_gemm_and_popcount_engines_agree(monkeypatch, memory):
+    """The BLAS (±1 matrix product) engine and the popcount engine give identical distances and,
+    for the same tie uniforms, identical ids — also on the blocked path."""
+    import deniable.binary.hamming as H
+
+    rng = np.random.default_rng(11)
+    codes = rng.integers(0, 2**64, size=(3000, 3), dtype=np.uint64) & np.uint64(0xFFFF)  # many ties
+    q = rng.integers(0, 2**64, size=(700, 3), dtype=np.uint64) & np.uint64(0xFFFF)
+    u = rng.random(700)
+    gemm = H.HammingIndex(codes, memory_bytes=memory)
+    monkeypatch.setattr(H, "_GEMM_MAX_BYTES", 0)
+    pop = H.HammingIndex(codes, memory_bytes=memory)
+    assert gemm._pm is not None and pop._pm is None
+    np.testing.assert_array_equal(gemm.distances(q[:50]), pop.distances(q[:50]))
+    np.testing.assert_array_equal(gemm.search(q, ties=u), pop.search(q, ties=u))

@@ -4,7 +4,7 @@ Quick start::
 
     import deniable
     mech = deniable.get_mechanism("madlib", epsilon=15)      # bundled GloVe embedding
-    mech.privatize("The quick brown fox", rng=0)
+    mech.privatize("The quick brown fox")      # rng=None: fresh OS entropy (seeds are for experiments)
 
 Every random function takes ``rng`` (None, an int seed, or a numpy Generator).
 """

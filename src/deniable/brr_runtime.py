@@ -11,9 +11,11 @@ Guarantee (Theorem 3): ε·d-privacy with d the Hamming distance between codes, 
 bundle's vocabulary ∪ {UNK}; every out-of-vocabulary word is privatized as the UNK code stored
 in the bundle (never passed through).
 
-Text handling (same rules as ``deniable.text``): words are maximal ``\\w+`` runs, everything
-else passes through unchanged; for an uncased vocabulary lookups are lower-cased and the output
-word takes the input's case pattern (lower / Title / UPPER).
+Text handling (same rules as ``deniable.text.tokenize``): separators are whitespace and Unicode
+punctuation (category P*) and pass through unchanged; words are maximal runs of every other
+character (letters with their combining marks, digits, symbols), so no part of a word is copied
+to the output. Lookup keys are NFC-normalized, lower-cased for an uncased vocabulary, and the
+output word takes the input's case pattern (lower / Title / UPPER).
 
 Randomness, in the order it is consumed (identical to ``deniable.mechanisms.brr.BRR``, so the
 same seed gives the same output): the words of one call are taken in order in chunks of
@@ -33,6 +35,7 @@ import math
 import re
 import struct
 import sys
+import unicodedata
 
 import numpy as np
 
@@ -44,8 +47,30 @@ CHUNK = 4096
 MAX_BITS = 65535  # distances are accumulated in uint16
 _FIXED = struct.Struct("<8sII")  # magic, version, header length
 _DIGEST = 32
-_WORD_RE = re.compile(r"(\w+)")
+_WORD_RE: "re.Pattern[str] | None" = None
 _MEMORY_CELLS = 1 << 22  # distance cells per search block (bounds memory to ~40 MiB)
+
+
+def word_pattern() -> "re.Pattern[str]":
+    """Runs of characters that are neither whitespace nor Unicode punctuation (built once)."""
+    global _WORD_RE
+    if _WORD_RE is None:
+        ranges: list = []
+        for cp in range(sys.maxunicode + 1):
+            if unicodedata.category(chr(cp))[0] == "P":
+                if ranges and ranges[-1][1] == cp - 1:
+                    ranges[-1][1] = cp
+                else:
+                    ranges.append([cp, cp])
+        punct = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
+        _WORD_RE = re.compile(f"([^\\s{punct}]+)")
+    return _WORD_RE
+
+
+def _key(word: str, lower: bool) -> str:
+    if not word.isascii():
+        word = unicodedata.normalize("NFC", word)
+    return word.lower() if lower else word
 
 
 class BundleError(ValueError):
@@ -206,11 +231,12 @@ class Bundle:
         """Privatize a text (str) or a list of texts word by word; separators pass through."""
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
-        parts_list = [_WORD_RE.split(t) for t in texts]
+        split = word_pattern().split
+        parts_list = [split(t) for t in texts]
         words = [w for parts in parts_list for w in parts[1::2]]
         if words:
             get = self._index.get
-            keys = [w.lower() for w in words] if self.uncased else words
+            keys = [_key(w, self.uncased) for w in words]
             ids = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
             chosen = self.sample_ids(ids, epsilon, rng).tolist()
             if self.uncased:
@@ -246,7 +272,13 @@ def _main(argv=None) -> int:
     except (OSError, BundleError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    sys.stdout.write(bundle.privatize(sys.stdin.read(), args.epsilon, rng=args.seed))
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        print(f"error: stdin is not valid UTF-8 (byte offset {exc.start})", file=sys.stderr)
+        return 1
+    sys.stdout.buffer.write(bundle.privatize(text, args.epsilon, rng=args.seed).encode("utf-8"))
+    sys.stdout.flush()
     return 0
 
 

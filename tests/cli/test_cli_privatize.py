@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from deniable import load_embedding
 from deniable.cli.main import cli
+from deniable.text import words_of
 
 VOCAB = set(load_embedding().words)
 
@@ -21,7 +22,7 @@ def run(*args, input=None):
 
 
 def all_in_vocab(text: str) -> bool:
-    return all(w.lower() in VOCAB for w in re.findall(r"\w+", text))
+    return all(w.lower() in VOCAB for w in words_of(text))
 
 
 def test_version_and_help():
@@ -84,9 +85,10 @@ def test_real_csv_gz_end_to_end(tmp_path, shared_data):
     assert [r["label"] for r in after] == [r["label"] for r in before]
     vocab = set(load_embedding(limit=3000).words)
     for a, b in zip(before, after):
-        assert len(re.findall(r"\w+", a["text"])) == len(re.findall(r"\w+", b["text"]))
-        assert all(w.lower() in vocab for w in re.findall(r"\w+", b["text"]))
+        assert len(words_of(a["text"])) == len(words_of(b["text"]))
+        assert all(w.lower() in vocab for w in words_of(b["text"]))
     assert "out-of-vocabulary" in r.stderr
+    assert "other fields copied unchanged: label" in r.stderr
 
 
 def test_several_inputs_into_folder(tmp_path):
@@ -186,3 +188,19 @@ def test_csv_without_column(tmp_path):
     src.write_text("a,b\n1,2\n")
     r = run("privatize", str(src), "-m", "madlib", "-e", "1")
     assert r.exit_code == 1 and "no column 'text'" in r.output
+
+
+def test_bom_is_not_part_of_the_first_word(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_bytes(b"\xef\xbb\xbftext,id\nthe cat,1\n")
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1e6", "--seed", "0")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == ["text,id", "the cat,1"]
+    assert "copied unchanged: id" in r.stderr
+
+
+def test_case_option(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("The CAT\n")
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1e6", "--case", "lower")
+    assert r.stdout == "the cat\n"

@@ -1,6 +1,7 @@
 """Text in, text out: layout, case, and the out-of-vocabulary policy (property tests)."""
 
 import re
+import unicodedata
 import warnings
 
 import numpy as np
@@ -25,11 +26,17 @@ def separators(t: str) -> list[str]:
     return split_words(t)[0::2]
 
 
+def is_separator_char(c: str) -> bool:
+    return c.isspace() or unicodedata.category(c).startswith("P")
+
+
+@settings(deadline=None)
 @given(st.text(max_size=200))
 def test_split_join_identity(t):
     parts = split_words(t)
     assert "".join(parts) == t
-    assert all(re.fullmatch(r"\w+", w) for w in parts[1::2])
+    assert all(w and not any(is_separator_char(c) for c in w) for w in parts[1::2])
+    assert all(is_separator_char(c) for sep in parts[0::2] for c in sep)
 
 
 @settings(max_examples=150, deadline=None)
@@ -38,8 +45,10 @@ def test_no_out_of_vocabulary_word_and_layout_kept(batch, oov, seed):
     out = privatize_texts(NOISY, batch, rng=seed, oov=oov)
     assert len(out) == len(batch)
     for src, dst in zip(batch, out):
-        # every output word is a vocabulary word: nothing from the input leaks unless sampled
+        # every output word is a vocabulary word: nothing from the input leaks unless sampled,
+        # and what passes through is only whitespace and punctuation
         assert all(w.lower() in VOCAB for w in split_words(dst)[1::2])
+        assert all(is_separator_char(c) for sep in separators(dst) for c in sep)
         if oov == "unk":
             assert separators(dst) == separators(src)
             assert len(split_words(dst)) == len(split_words(src))
@@ -94,3 +103,42 @@ def test_cased_vocabulary_lookup_is_exact():
     mech = Madlib(emb, epsilon=1e8)
     assert not emb.uncased
     assert mech.privatize("Paris paris PARIS", rng=0, oov="drop") == "Paris paris "
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u24d9\u24de\u24d7\u24dd lives here",  # a name in enclosed letters (category So)
+        "\U0001f179\U0001f17e\U0001f177\U0001f17d",  # negative squared letters
+        "\u0928\u092e\u0938\u094d\u0924\u0947",  # Devanagari with virama and vowel sign (Mn/Mc)
+        "cafe\u0301 and na\u0308ive",  # decomposed accents
+        "snake_case $5 C++ \U0001f600 a\u200db",  # underscore is punctuation; symbols, emoji, ZWJ are word material
+    ],
+)
+def test_no_word_material_passes_through(text):
+    """Marks, symbols and format characters belong to words, which are privatized: only
+    whitespace and punctuation reach the output unchanged."""
+    out = privatize_texts(NOISY, [text], rng=0)[0]
+    leaked = [c for c in out if not is_separator_char(c) and not c.isascii()]
+    assert not leaked, (text, out)
+    assert all(w.lower() in VOCAB for w in split_words(out)[1::2])
+
+
+def test_nfc_lookup():
+    emb = Embedding(["café", "naïve"], np.eye(2, dtype=np.float32) * 10)
+    mech = Madlib(emb, epsilon=1e8)
+    assert mech.privatize("cafe\u0301 NAI\u0308VE", rng=0) == "café NAÏVE"
+    assert mech.id_of("Cafe\u0301") == 0
+
+
+def test_case_lower_option():
+    assert IDENTITY.privatize("The CAT sat", rng=0, case="lower") == "the cat sat"
+    with pytest.raises(ValueError, match="case must be one of"):
+        IDENTITY.privatize("x", case="upper")
+
+
+def test_runtime_tokenizer_is_the_library_tokenizer():
+    from deniable import brr_runtime
+    from deniable.text import word_pattern
+
+    assert brr_runtime.word_pattern().pattern == word_pattern().pattern

@@ -14,7 +14,7 @@ import click
 import numpy as np
 
 from ..errors import DataError
-from ..text.privatize import OOV_POLICIES, privatize_texts
+from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, decode_line, input_size, open_input, progress
 
 FORMATS = ("txt", "jsonl", "csv")
@@ -76,15 +76,24 @@ def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding
 # -- record readers: each yields (line_number, text, rebuild) where rebuild(new_text) -> output line --
 
 
-def _read_txt(f, path: str, bar) -> Iterator[tuple[int, str, Any]]:
+_BOM = b"\xef\xbb\xbf"
+
+
+def _raw_lines(f, bar) -> Iterator[tuple[int, bytes]]:
+    """Numbered raw lines; a UTF-8 byte-order mark on the first line is dropped (it would
+    otherwise become part of the first word)."""
     for n, raw in enumerate(f, start=1):
         bar.update(len(raw))
+        yield n, (raw[3:] if n == 1 and raw.startswith(_BOM) else raw)
+
+
+def _read_txt(f, path: str, bar) -> Iterator[tuple[int, str, Any]]:
+    for n, raw in _raw_lines(f, bar):
         yield n, decode_line(raw, path=path, line=n), None
 
 
-def _read_jsonl(f, path: str, bar, column: str) -> Iterator[tuple[int, str, Any]]:
-    for n, raw in enumerate(f, start=1):
-        bar.update(len(raw))
+def _read_jsonl(f, path: str, bar, column: str, others: set[str]) -> Iterator[tuple[int, str, Any]]:
+    for n, raw in _raw_lines(f, bar):
         line = decode_line(raw, path=path, line=n)
         if not line.strip():
             yield n, "", ("blank", line)
@@ -99,16 +108,16 @@ def _read_jsonl(f, path: str, bar, column: str) -> Iterator[tuple[int, str, Any]
             raise DataError(f"field {column!r} is missing (fields: {', '.join(map(str, obj)) or 'none'}); choose one with --column", path=path, line=n)
         if not isinstance(obj[column], str):
             raise DataError(f"field {column!r} is {type(obj[column]).__name__}, expected a string", path=path, line=n)
+        others.update(k for k in obj if k != column)
         yield n, obj[column], ("json", obj)
 
 
 def _csv_lines(f, path: str, bar) -> Iterator[str]:
-    for n, raw in enumerate(f, start=1):
-        bar.update(len(raw))
+    for n, raw in _raw_lines(f, bar):
         yield decode_line(raw, path=path, line=n)
 
 
-def _read_csv(f, path: str, bar, column: str, header_out: list[list[str]]) -> Iterator[tuple[int, str, Any]]:
+def _read_csv(f, path: str, bar, column: str, header_out: list[list[str]], others: set[str]) -> Iterator[tuple[int, str, Any]]:
     csv.field_size_limit(sys.maxsize)
     reader = csv.reader(_csv_lines(f, path, bar))
     try:
@@ -121,6 +130,7 @@ def _read_csv(f, path: str, bar, column: str, header_out: list[list[str]]) -> It
         raise DataError(f"no column {column!r} in the CSV header (columns: {', '.join(header)}); choose one with --column", path=path, line=1)
     col = header.index(column)
     header_out.append(header)
+    others.update(h for h in header if h != column)
     while True:
         try:
             row = next(reader)
@@ -146,15 +156,19 @@ def _batches(records: Iterator[tuple[int, str, Any]]) -> Iterator[list[tuple[int
         yield batch
 
 
-def _process(mechanism, path: str, out, fmt: str, column: str, oov: str, gen: np.random.Generator, stats: dict[str, int], bar, report: list | None) -> None:
+def _process(
+    mechanism, path: str, out, fmt: str, column: str, oov: str, case: str, gen: np.random.Generator, stats: dict[str, int], bar, report: list | None
+) -> set[str]:
+    """Privatize one input into ``out``; returns the names of other fields copied unchanged."""
+    others: set[str] = set()
     with open_input(path) as f:
         header: list[list[str]] = []
         if fmt == "txt":
             records = _read_txt(f, path, bar)
         elif fmt == "jsonl":
-            records = _read_jsonl(f, path, bar, column)
+            records = _read_jsonl(f, path, bar, column, others)
         else:
-            records = _read_csv(f, path, bar, column, header)
+            records = _read_csv(f, path, bar, column, header, others)
         writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
         seen = 0
         for batch in _batches(records):
@@ -162,9 +176,9 @@ def _process(mechanism, path: str, out, fmt: str, column: str, oov: str, gen: np
                 writer.writerow(header[0])
             seen += len(batch)
             texts = [t for _, t, _ in batch]
-            new = privatize_texts(mechanism, texts, rng=gen, oov=oov, stats=stats)
+            new = privatize_texts(mechanism, texts, rng=gen, oov=oov, case=case, stats=stats)
             if report is not None:
-                report.extend(zip([ln for ln, _, _ in batch], texts))
+                report.extend(zip([ln for ln, _, _ in batch], _privatized_counts(mechanism, texts, oov)))
             for (_, _, extra), text in zip(batch, new):
                 if fmt == "txt":
                     out.write(text)
@@ -184,6 +198,21 @@ def _process(mechanism, path: str, out, fmt: str, column: str, oov: str, gen: np
         if writer is not None and seen == 0:
             writer.writerow(header[0])
         stats["records"] = stats.get("records", 0) + seen
+    return others
+
+
+def _privatized_counts(mechanism, texts: list[str], oov: str) -> list[int]:
+    """Number of words the mechanism privatized in each text (for per-document guarantees)."""
+    from ..text.tokenize import lookup_key, words_of
+
+    if oov == "unk":
+        return [len(words_of(t)) for t in texts]
+    vocab = mechanism.vocabulary
+    counts = []
+    for t in texts:
+        keys = [lookup_key(w, lower=vocab.uncased) for w in words_of(t)]
+        counts.append(int((vocab.ids_of(keys) >= 0).sum()))
+    return counts
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -198,15 +227,17 @@ def _process(mechanism, path: str, out, fmt: str, column: str, oov: str, gen: np
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: from the file name; txt otherwise).")
 @click.option("--column", default="text", show_default=True, help="Field (jsonl) or column (csv) holding the text.")
 @click.option("--oov", type=click.Choice(OOV_POLICIES), default="unk", show_default=True, help="Out-of-vocabulary words: privatize as UNK, drop, or keep verbatim (unsafe; warns).")
+@click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
 @click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary to stderr.")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, fmt, column, oov, report, show_progress):
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, fmt, column, oov, case, report, show_progress):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
-    through, so the layout is kept. Out-of-vocabulary words are privatized as the UNK point by
-    default and never copied to the output unless --oov keep is given. Output is written
-    atomically: a file appears only when complete.
+    through, so the layout is kept (and released). Out-of-vocabulary words are privatized as the
+    UNK point by default and never copied to the output unless --oov keep is given. In jsonl and
+    csv input only --column is privatized: other fields are copied unchanged (a note on stderr
+    names them). Output is written atomically: a file appears only when complete.
 
     \b
     Example:
@@ -243,19 +274,20 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         for path, target in zip(inputs, targets):
             kind = fmt or ("txt" if path == "-" else _detect_format(path))
             with atomic_output(target) as out:
-                _process(mech, path, out, kind, column, oov, gen, stats, bar, docs)
+                others = _process(mech, path, out, kind, column, oov, case, gen, stats, bar, docs)
+            if others:
+                click.echo(f"note: {path}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}", err=True)
     if oov == "keep" and stats.get("unknown"):
         click.echo(f"warning: --oov keep copied {stats['unknown']} out-of-vocabulary word(s) verbatim, without privacy", err=True)
     if docs is not None:
         _print_report(mech, docs, stats, oov)
 
 
-def _print_report(mech, docs, stats: dict[str, int], oov: str) -> None:
-    """Per-document guarantees: ε·ℓ·P_d^max against any other document of the same length
-    (docs/calibration.md). ℓ counts the words the mechanism privatized (UNK included; dropped or
-    kept unknown words are not privatized and carry no guarantee)."""
+def _print_report(mech, docs: list[tuple[int, int]], stats: dict[str, int], oov: str) -> None:
+    """Per-document guarantees: ε·ℓ·P_d^max against any other document of the same length and
+    layout (docs/calibration.md). ℓ counts the words the mechanism privatized (UNK included;
+    dropped or kept unknown words are not privatized and carry no guarantee)."""
     from ..calibration.document import document_guarantee
-    from ..text.tokenize import words_of
 
     click.echo(f"mechanism: {mech!r}", err=True)
     click.echo(f"guarantee: {mech.guarantee}", err=True)
@@ -263,24 +295,17 @@ def _print_report(mech, docs, stats: dict[str, int], oov: str) -> None:
         f"records: {stats.get('records', 0)}, words: {stats.get('words', 0)}, out-of-vocabulary: {stats.get('unknown', 0)} (oov={oov})",
         err=True,
     )
-    vocab = mech.vocabulary
-    lengths = np.empty(len(docs), dtype=np.int64)
-    for k, (_, text) in enumerate(docs):
-        words = words_of(text)
-        if oov == "unk":
-            lengths[k] = len(words)
-        else:
-            keys = [w.lower() for w in words] if vocab.uncased else words
-            lengths[k] = int((vocab.ids_of(keys) >= 0).sum())
-    g = document_guarantee(mech, [-1] if (oov == "unk" and stats.get("unknown")) else [0])
-    if not len(lengths):
+    if not docs:
         return
+    lengths = np.fromiter((n for _, n in docs), dtype=np.int64, count=len(docs))
+    # "any other document" may contain unknown words, privatized as UNK: include UNK in P_d^max
+    g = document_guarantee(mech, [-1] if oov == "unk" else [0])
     worst = mech.epsilon * lengths * g.p_max
     typical = mech.epsilon * lengths * g.p_avg
     k = int(np.argmax(lengths))
     click.echo(f"metric over the vocabulary: P_d^max = {g.p_max:.4g}, P_d^avg = {g.p_avg:.4g} (d = {g.metric})", err=True)
     click.echo(
-        f"per document (epsilon*l*P_d^max, against any other document of the same length): median {np.median(worst):.4g}, "
+        f"per document (epsilon*l*P_d^max, against any other document of the same length and layout): median {np.median(worst):.4g}, "
         f"max {worst.max():.4g} (line {docs[k][0]}, {lengths[k]} words); typical epsilon*l*P_d^avg: median {np.median(typical):.4g}",
         err=True,
     )

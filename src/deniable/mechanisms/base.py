@@ -94,8 +94,9 @@ class Mechanism(ABC):
         """Id of a word (looked up as the text path does: lower-cased for uncased vocabularies)
         or a validated id."""
         if isinstance(word_or_id, str):
-            key = word_or_id.lower() if self.vocabulary.uncased else word_or_id
-            return self.vocabulary.id_of(key)
+            from ..text.tokenize import lookup_key
+
+            return self.vocabulary.id_of(lookup_key(word_or_id, lower=self.vocabulary.uncased))
         return int(self._as_ids(np.asarray([word_or_id]))[0])
 
     def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
@@ -115,20 +116,25 @@ class Mechanism(ABC):
         return self.epsilon * float(self.distance(np.array([a]), np.array([b]))[0])
 
     @overload
-    def privatize(self, texts: str, rng: RNGLike = None, *, oov: str = "unk") -> str: ...
+    def privatize(self, texts: str, rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve") -> str: ...
 
     @overload
-    def privatize(self, texts: Sequence[str], rng: RNGLike = None, *, oov: str = "unk") -> list[str]: ...
+    def privatize(self, texts: Sequence[str], rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve") -> list[str]: ...
 
-    def privatize(self, texts: str | Sequence[str], rng: RNGLike = None, *, oov: str = "unk") -> str | list[str]:
+    def privatize(
+        self, texts: str | Sequence[str], rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve"
+    ) -> str | list[str]:
         """Privatize a text or a list of texts, word by word, keeping the layout.
 
         ``oov``: ``"unk"`` (default; unknown words are privatized as the UNK point), ``"drop"``
-        (removed), or ``"keep"`` (emitted verbatim: an unsafe opt-out that warns).
+        (removed), or ``"keep"`` (emitted verbatim: an unsafe opt-out that warns). ``case``:
+        ``"preserve"`` (output words take the input words' case pattern, which is released as
+        is) or ``"lower"``. Separators (whitespace, punctuation) pass through: the layout is
+        released too. See :func:`deniable.text.privatize_texts`.
         """
         if isinstance(texts, str):
-            return privatize_texts(self, [texts], rng=rng, oov=oov)[0]
-        return privatize_texts(self, list(texts), rng=rng, oov=oov)
+            return privatize_texts(self, [texts], rng=rng, oov=oov, case=case)[0]
+        return privatize_texts(self, list(texts), rng=rng, oov=oov, case=case)
 
     def __repr__(self) -> str:
         params = "".join(f", {k}={v!r}" for k, v in self._params().items())

@@ -10,18 +10,22 @@ import numpy as np
 
 from .._random import RNGLike, as_generator
 from ..errors import PrivacyWarning
-from .tokenize import WORD_RE, apply_case, case_pattern
+from .tokenize import apply_case, case_pattern, lookup_key, word_pattern
 
 if TYPE_CHECKING:
     from ..mechanisms.base import Mechanism
 
-__all__ = ["OOV_POLICIES", "privatize_texts", "check_oov"]
+__all__ = ["OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov"]
 
 #: What happens to out-of-vocabulary words:
 #: ``"unk"`` (default) privatizes each as the single UNK point — the guarantee covers
 #: vocabulary ∪ {UNK}; ``"drop"`` removes them; ``"keep"`` emits them verbatim (unsafe opt-out,
 #: warns with :class:`~deniable.errors.PrivacyWarning`).
 OOV_POLICIES = ("unk", "drop", "keep")
+#: Case of output words for uncased vocabularies: ``"preserve"`` (default) gives each output word
+#: the input word's case pattern (lower / Title / UPPER) — that pattern is released as is, outside
+#: the mechanism's guarantee; ``"lower"`` emits vocabulary words as they are (lower case).
+CASE_POLICIES = ("preserve", "lower")
 
 
 def check_oov(oov: str) -> str:
@@ -36,6 +40,7 @@ def privatize_texts(
     *,
     rng: RNGLike = None,
     oov: str = "unk",
+    case: str = "preserve",
     stats: dict[str, int] | None = None,
 ) -> list[str]:
     """Privatize each word of each text; separators pass through unchanged.
@@ -45,23 +50,31 @@ def privatize_texts(
     (lower / Title / UPPER). The output never contains an input word the mechanism did not
     sample, unless ``oov="keep"`` (which warns).
 
+    What is released besides the sampled words: the layout (separators and the number of words;
+    with ``oov="drop"`` also where unknown words were) and, with ``case="preserve"``, each word's
+    case pattern. The mechanism's metric-DP guarantee covers the choice of words, so it compares
+    documents with the same layout and case patterns.
+
     ``stats``, when given, is updated in place with the counts ``words`` and ``unknown``.
     """
     check_oov(oov)
+    if case not in CASE_POLICIES:
+        raise ValueError(f"case must be one of {', '.join(map(repr, CASE_POLICIES))}, got {case!r}")
     gen = as_generator(rng)
     vocab = mechanism.vocabulary
+    split = word_pattern().split
     parts_list: list[list[str]] = []
     for t in texts:
         if not isinstance(t, str):
             raise TypeError(f"texts must be strings, got {type(t).__name__}")
-        parts_list.append(WORD_RE.split(t))
+        parts_list.append(split(t))
     words = [w for parts in parts_list for w in parts[1::2]]
     if stats is not None:
         stats["words"] = stats.get("words", 0) + len(words)
     if not words:
         return list(texts)
     uncased = vocab.uncased
-    keys = [w.lower() for w in words] if uncased else words
+    keys = [lookup_key(w, lower=uncased) for w in words]
     ids = vocab.ids_of(keys)
     unknown = ids < 0
     n_unknown = int(unknown.sum())
@@ -79,7 +92,7 @@ def privatize_texts(
         chosen = mechanism.sample_ids(ids[sample], rng=gen)
         new = [vocab.words[i] for i in chosen.tolist()]
         positions = np.flatnonzero(sample).tolist()
-        if uncased:
+        if uncased and case == "preserve":
             for p, w in zip(positions, new):
                 out[p] = apply_case(w, case_pattern(words[p]))
         else:

@@ -1,29 +1,56 @@
-"""Tokenization that keeps the input's layout.
+"""Tokenization that keeps the input's layout without leaking word material.
 
-A *word* is a maximal run of word characters (``\\w+``: letters, digits, underscore, in any
-script). Everything between words — whitespace, punctuation, symbols, apostrophes — is a
-separator and passes through unchanged, so ``"".join(split_words(t)) == t`` always holds and a
-privatized text has exactly the input's layout.
+**Separators** are whitespace and Unicode punctuation (general category ``P*``: ``. , ; : ! ?
+' " ( ) - _ @ # %`` …). They pass through unchanged, so a privatized text keeps the input's layout.
+**Words** are maximal runs of every other character — letters *with their combining marks*,
+digits, symbols (``$ + ⓙ 😀``), format characters (ZWJ) — so no part of a word is ever copied to
+the output: a word is either looked up in the vocabulary or, if unknown, privatized as UNK.
+``"".join(split_words(t)) == t`` always holds.
+
+Lookup keys are NFC-normalized (so decomposed ``cafe\\u0301`` finds ``café``) and lower-cased for
+uncased vocabularies. :data:`deniable.brr_runtime` carries an identical copy of these rules.
 """
 
 from __future__ import annotations
 
 import re
+import sys
+import unicodedata
+from functools import lru_cache
 
-__all__ = ["WORD_RE", "split_words", "words_of", "case_pattern", "apply_case"]
+__all__ = ["word_pattern", "split_words", "words_of", "lookup_key", "case_pattern", "apply_case"]
 
-WORD_RE = re.compile(r"(\w+)")
+
+@lru_cache(maxsize=1)
+def word_pattern() -> re.Pattern[str]:
+    """The compiled word pattern: a capturing group of runs of non-separator characters."""
+    ranges: list[list[int]] = []
+    for cp in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(cp))[0] == "P":
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1][1] = cp
+            else:
+                ranges.append([cp, cp])
+    punct = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
+    return re.compile(f"([^\\s{punct}]+)")
 
 
 def split_words(text: str) -> list[str]:
     """Split into ``[sep, word, sep, word, ..., sep]``: words at odd indices, separators at even
     ones (possibly empty). Joining the list gives back ``text``."""
-    return WORD_RE.split(text)
+    return word_pattern().split(text)
 
 
 def words_of(text: str) -> list[str]:
     """The words of ``text``, in order."""
-    return WORD_RE.findall(text)
+    return word_pattern().findall(text)
+
+
+def lookup_key(word: str, *, lower: bool) -> str:
+    """The vocabulary key of a word: NFC-normalized, lower-cased when ``lower``."""
+    if not word.isascii():
+        word = unicodedata.normalize("NFC", word)
+    return word.lower() if lower else word
 
 
 def case_pattern(token: str) -> str:

@@ -12,6 +12,7 @@ from deniable import Embedding, Madlib, Mahalanobis
 from deniable.calibration.plausible import (
     _sample_support,
     effective_support,
+    extreme_words,
     plausible_deniability,
     select_words,
     wilson_interval,
@@ -247,3 +248,37 @@ def test_exact_and_sampled_agree_for_parallel_mechanisms(name):
     sd = np.sqrt(ex.n_w * (1 - ex.n_w) / 3000)
     assert np.all(np.abs(sm.n_w - ex.n_w) <= 4.5 * sd + 1e-12)
     assert np.all(sm.s_w_low <= ex.s_w)
+
+
+def test_extreme_words_cover_both_sparsity_rankings():
+    # 1-D: a cluster at 0..49, a close pair far away (ids 50, 51), a moderately isolated word (52)
+    pos = np.r_[np.arange(50.0), 1000.0, 1000.1, -10.0]
+    mech = Madlib(Embedding([f"w{i}" for i in range(pos.size)], pos[:, None].astype(np.float32)), epsilon=1.0)
+    # largest nearest-neighbour distance: 52 (the pair are each other's neighbour, 0.1 apart);
+    # largest 3-NN radius: 51 (953.1 to position 47), then 50
+    assert extreme_words(mech, 1, k=3).tolist() == [51, 52]
+    # next by nearest-neighbour distance: the cluster words (1 apart), tie broken by id -> 0
+    assert extreme_words(mech, 2, k=3).tolist() == [0, 50, 51, 52]
+    assert extreme_words(mech, 0).size == 0
+    assert extreme_words(LineMechanism(epsilon=1.0), 5).size == 0  # no vector points
+
+
+def test_extreme_words_over_the_whole_vocabulary():
+    # the sparsest word is found however large the vocabulary is relative to m
+    rng = np.random.default_rng(1)
+    pts = rng.standard_normal((3000, 8)).astype(np.float32)
+    pts[1234] += 40.0
+    mech = Madlib(Embedding([f"w{i}" for i in range(3000)], pts), epsilon=1.0)
+    ids = extreme_words(mech, 3)
+    assert 1234 in ids.tolist() and ids.size <= 6 and np.all(np.diff(ids) > 0)
+    assert np.array_equal(extreme_words(mech, 5000), np.arange(3000))
+
+
+def test_repr_is_concise():
+    r = plausible_deniability(Madlib(_embedding(), epsilon=5), 10, draws=50, rng=0)
+    text = repr(r)
+    assert text.startswith("PlausibleDeniability(mechanism='madlib', epsilon=5, method='sampled', draws=50")
+    assert "words=10" in text and "array(" not in text and len(text.splitlines()) == 3
+    worst = r.word[int(np.argmax(r.n_w))]
+    assert f"max {r.n_w.max():.4g} ({worst!r})" in text
+    assert len(r.n_w) == 10  # the dataclass fields are unchanged

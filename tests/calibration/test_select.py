@@ -128,3 +128,128 @@ def test_validation():
         select_epsilon(f, max_n_w=0.5, eps_start=0.0001)
     with pytest.raises(TypeError, match="draws"):
         select_epsilon(f, max_n_w=0.5, draws="many")
+
+
+# -- word coverage: the extreme words, the all-words final check, Bonferroni re-checks ----------
+
+
+class IsolatedRR(Mechanism):
+    """Toy with one worst word: V points in the plane, word 0 far from all others. Keep w with
+    p_w = e^ε / (e^ε + c_w), else a uniform other word; c_0 = (V-1)/20, c_w = V-1 otherwise, so
+    word 0 is returned unchanged far more often (as a sparse word is under Madlib) and its
+    boundary for N_w ≤ t is ln(t·c_0/(1-t)), about ln 20 ≈ 3 below every other word's.
+    """
+
+    name = "isolated-rr"
+    n = 400
+
+    def __init__(self, *, epsilon: float, exact: bool = False) -> None:
+        pts = np.random.default_rng(0).standard_normal((self.n, 2))
+        pts[0] = (50.0, 50.0)
+        emb = Embedding([f"w{i}" for i in range(self.n)], pts.astype(np.float32))
+        super().__init__(emb, epsilon=epsilon)
+        self._pts = emb.vectors
+        self._exact = exact
+        c = np.full(self.n, self.n - 1.0)
+        c[0] = (self.n - 1) / 20
+        self.keep = math.exp(self.epsilon) / (math.exp(self.epsilon) + c)
+
+    def points(self, ids):
+        return self._pts[np.asarray(ids)]
+
+    def _sample_ids(self, ids, rng):
+        keep = rng.random(ids.shape[0]) < self.keep[ids]
+        other = rng.integers(0, self.n_words - 1, size=ids.shape[0])
+        other = other + (other >= ids)
+        return np.where(keep, ids, other)
+
+    def probabilities(self, word_or_id):
+        if not self._exact:
+            raise NotImplementedError
+        i = self.id_of(word_or_id)
+        out = np.full(self.n_words, (1 - self.keep[i]) / (self.n_words - 1))
+        out[i] = self.keep[i]
+        return out
+
+    def distance(self, a, b):
+        return (np.asarray(a) != np.asarray(b)).astype(np.float64)
+
+    @property
+    def guarantee(self):
+        return Guarantee(self.epsilon, "discrete metric", "400 words")
+
+
+def worst_word_boundary(t: float) -> float:
+    return math.log(t * (IsolatedRR.n - 1) / 20 / (1 - t))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_worst_word_always_measured_and_respected(seed):
+    t = 0.3
+    f = lambda e: IsolatedRR(epsilon=e)  # noqa: E731
+    sel = select_epsilon(f, max_n_w=t, words=10, extreme=2, draws=400, rtol=0.02, rng=seed)
+    assert 0 in sel.check.word_id.tolist()
+    assert sel.coverage.startswith("sample of 10 + ") and sel.coverage.endswith(" extreme words")
+    assert sel.epsilon <= worst_word_boundary(t)
+    assert sel.to_dict()["coverage"] == sel.coverage
+
+
+def test_without_extreme_words_the_worst_word_is_missed():
+    # the failure the extreme words fix: a 10-word sample (1 of 40 in the sparsest stratum)
+    # usually misses word 0, and the selection lands above its boundary
+    t = 0.3
+    f = lambda e: IsolatedRR(epsilon=e)  # noqa: E731
+    over = [select_epsilon(f, max_n_w=t, words=10, extreme=0, draws=400, rng=s).epsilon > worst_word_boundary(t) for s in range(4)]
+    assert sum(over) >= 3
+
+
+def test_exact_final_check_on_all_words_finds_the_worst_word():
+    t = 0.3
+    f = lambda e: IsolatedRR(epsilon=e, exact=True)  # noqa: E731
+    # without extreme words and without the all-words check, the sample misses word 0
+    sample_only = select_epsilon(f, max_n_w=t, words=10, extreme=0, final_all=False, rtol=0.001, rng=1)
+    assert 0 not in sample_only.check.word_id.tolist()
+    assert sample_only.epsilon > worst_word_boundary(t)
+    assert sample_only.coverage == "sample of 10 + 0 extreme words"
+    # default: the exact final check runs on all words, fails at word 0 and the search goes on
+    sel = select_epsilon(f, max_n_w=t, words=10, extreme=0, rtol=0.001, rng=1)
+    assert sel.coverage == "all words" and len(sel.check) == IsolatedRR.n
+    assert worst_word_boundary(t) * (1 - 0.002) <= sel.epsilon <= worst_word_boundary(t)
+    assert [e["stage"] for e in sel.evaluations].count("final") == 1
+    assert sel.recheck_confidence is None
+
+
+@pytest.mark.parametrize("max_rechecks", [0, 4, 20])
+def test_rechecks_use_bonferroni_adjusted_confidence(max_rechecks):
+    from deniable.calibration.plausible import wilson_interval
+
+    sel = select_epsilon(
+        lambda e: RandomizedResponse(V, epsilon=e), max_n_w=0.3, words=5, draws=200, max_rechecks=max_rechecks,
+        confidence=0.9, rng=2,
+    )
+    adj = 1 - 0.1 / (max_rechecks + 1)
+    assert sel.recheck_confidence == pytest.approx(adj)
+    assert sel.check.confidence == pytest.approx(adj)
+    rechecks = [e for e in sel.evaluations if e["stage"] == "recheck"]
+    assert rechecks and all(e["confidence"] == pytest.approx(adj) for e in rechecks)
+    assert all(e["confidence"] == 0.9 for e in sel.evaluations if e["stage"] != "recheck")
+    hits = np.rint(sel.check.n_w * sel.check.draws)
+    np.testing.assert_allclose(sel.check.n_w_high, wilson_interval(hits, sel.check.draws, adj)[1])
+    assert sel.to_dict()["recheck_confidence"] == pytest.approx(adj)
+
+
+def test_coverage_of_all_and_given_words():
+    f = lambda e: RandomizedResponse(V, epsilon=e)  # noqa: E731
+    assert select_epsilon(f, max_n_w=0.3, words="all", draws=100, rng=0).coverage == "all words"
+    assert select_epsilon(f, max_n_w=0.3, words=["w1", "w2"], draws=100, rng=0).coverage == "2 given words"
+    assert select_epsilon(f, max_n_w=0.3, words=V, draws=100, rng=0).coverage == "all words"
+
+
+def test_repr_is_concise():
+    sel = select_epsilon(lambda e: IsolatedRR(epsilon=e), max_n_w=0.3, words=10, draws=200, rng=0)
+    r = repr(sel)
+    assert r.startswith("EpsilonSelection(epsilon=") and "array(" not in r and len(r.splitlines()) <= 4
+    assert sel.coverage in r and "max_n_w=0.3" in r
+    rc = repr(sel.check)
+    assert rc.startswith("PlausibleDeniability(mechanism='isolated-rr'") and "array(" not in rc
+    assert len(rc.splitlines()) <= 4 and "'w0'" in rc  # the worst word is named

@@ -54,6 +54,7 @@ __all__ = [
     "PlausibleDeniability",
     "plausible_deniability",
     "select_words",
+    "extreme_words",
     "wilson_interval",
     "effective_support",
     "dkw_halfwidth",
@@ -179,6 +180,21 @@ class PlausibleDeniability:
     def __len__(self) -> int:
         return int(self.word_id.shape[0])
 
+    def __repr__(self) -> str:
+        head = (
+            f"PlausibleDeniability(mechanism={self.mechanism!r}, epsilon={self.epsilon:g}, method={self.method!r}, "
+            f"draws={self.draws}, eta={self.eta:g}, words={len(self)}"
+        )
+        if len(self) == 0:
+            return head + ")"
+        n = np.asarray(self.n_w, dtype=np.float64)
+        s = np.asarray(self.s_w, dtype=np.float64)
+        i, j = int(np.argmax(n)), int(np.argmin(s))
+        return (
+            f"{head},\n  N_w: mean {n.mean():.4g}, median {np.median(n):.4g}, max {n[i]:.4g} ({self.word[i]!r}),\n"
+            f"  S_w: mean {s.mean():.4g}, median {np.median(s):.4g}, min {s[j]:.4g} ({self.word[j]!r}))"
+        )
+
     def column(self, name: str) -> np.ndarray:
         if name not in _COLUMNS:
             raise KeyError(f"unknown column {name!r}; columns: {', '.join(_COLUMNS)}")
@@ -251,18 +267,60 @@ def _has_exact(mechanism: Any, probe_id: int) -> bool:
     return True
 
 
-def _knn_radius(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:
-    """Distance from each of ``ids`` to its k-th nearest other vocabulary word (None when the
-    mechanism has no vector points)."""
+def _knn_dists(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:
+    """Distances from each of ``ids`` to its 1st..k-th nearest *other* vocabulary word, shape
+    ``(len(ids), k)`` (fewer columns in a tiny vocabulary; None when the mechanism has no
+    vector points)."""
     points = getattr(mechanism, "points", None)
     if not callable(points):
         return None
     from ..neighbors import ExactEuclideanIndex
 
     vocab_pts = np.asarray(points(np.arange(mechanism.n_words)), dtype=np.float32)
-    k = min(k + 1, vocab_pts.shape[0])  # +1: the word itself is its own nearest neighbour
-    _, dist = ExactEuclideanIndex(vocab_pts).knn(vocab_pts[ids], k)
-    return dist[:, -1]
+    kk = min(k + 1, vocab_pts.shape[0])  # +1: the word itself is its own nearest neighbour
+    _, dist = ExactEuclideanIndex(vocab_pts).knn(vocab_pts[ids], kk)
+    return dist[:, 1:] if kk > 1 else dist
+
+
+def _knn_radius(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:
+    """Distance from each of ``ids`` to its k-th nearest other vocabulary word (None when the
+    mechanism has no vector points)."""
+    d = _knn_dists(mechanism, ids, k)
+    if d is None:
+        return None
+    return d[:, -1] if d.shape[1] else np.zeros(len(ids))
+
+
+def extreme_words(mechanism: Any, m: int, *, k: int = 10) -> np.ndarray:
+    """The vocabulary words most at risk of being released unchanged: sorted ids of the union of
+    the ``m`` words farthest from their nearest neighbour and the ``m`` words with the largest
+    distance to their ``k``-th nearest neighbour, over the *whole* vocabulary.
+
+    Why these: a nearest-neighbour mechanism (Madlib, Mahalanobis) returns w unchanged when the
+    noisy point stays in w's Voronoi cell, which is large when w's nearest neighbour is far, so
+    the largest N_w sits in the sparsest neighbourhoods (Madlib paper §4.1, Fig. 2: the outliers
+    of the N_w histograms). S_w counts the outputs that hold 1 − η of M(w)'s mass, which is
+    small when few words lie within the noise scale, i.e. when the k-NN radius is large. Both
+    rankings are proxies (the true extremes depend on ε and on every neighbour), so
+    :func:`~deniable.calibration.select.select_epsilon` measures these words *in addition* to a
+    stratified sample. Returns an empty array for mechanisms without vector points or ``m = 0``.
+    Cost: one exact k-NN search of the vocabulary against itself (blocked GEMM).
+    """
+    m = check_int("m", m, minimum=0)
+    k = check_int("k", k, minimum=1)
+    V = int(mechanism.n_words)
+    if m == 0 or V <= 1:
+        return np.zeros(0, dtype=np.int64)
+    if m >= V:
+        return np.arange(V, dtype=np.int64)
+    d = _knn_dists(mechanism, np.arange(V, dtype=np.int64), k)
+    if d is None or d.shape[1] == 0:
+        return np.zeros(0, dtype=np.int64)
+    ids = np.arange(V, dtype=np.int64)
+    # largest distance first; ties broken by id for determinism
+    first = np.lexsort((ids, -d[:, 0]))[:m]
+    kth = np.lexsort((ids, -d[:, -1]))[:m]
+    return np.union1d(first, kth).astype(np.int64)
 
 
 def select_words(

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._random import RNGLike, as_generator, spawn
 from .._validation import check_int
 from .plausible import select_words
 from .sweep import SUMMARY_KEYS, sweep_epsilons
@@ -37,12 +38,11 @@ def example_replacements(
     epsilons: Sequence[float],
     *,
     n: int = 5,
-    rng: Any = None,
+    rng: RNGLike = None,
 ) -> dict[str, dict[str, list[str]]]:
     """``n`` sampled outputs M(w) for each word and ε (Madlib paper Table 1):
-    ``{str(ε): {word: [outputs...]}}``. Words must be in the vocabulary."""
-    from .._random import as_generator
-
+    ``{str(ε): {word: [outputs...]}}``. Words must be in the vocabulary. ``rng``: None, int seed,
+    SeedSequence or Generator."""
     n = check_int("n", n, minimum=1)
     gen = as_generator(rng)
     out: dict[str, dict[str, list[str]]] = {}
@@ -87,22 +87,23 @@ def run_calibration(
     if embedding is None:
         embedding = load_embedding(embedding_path)
     if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))
+        seed = int(as_generator(None).integers(2**63))
     seed = check_int("seed", seed, minimum=0)
     eps = [float(e) for e in epsilons]
 
     def factory(e: float) -> Any:
         return get_mechanism(mechanism, embedding, epsilon=e, **params)
 
-    s_sweep, s_words, s_examples = np.random.SeedSequence(seed).spawn(3)
+    # one independent stream each for the sweep, the word sample and the examples, all from `seed`
+    g_sweep, g_words, g_examples = spawn(seed, 3)
     first = factory(eps[0])
     if isinstance(words, (int, np.integer)) and not isinstance(words, bool):
-        word_ids = select_words(first, int(words), rng=np.random.default_rng(s_words))
+        word_ids = select_words(first, int(words), rng=g_words)
         word_list = [first.vocabulary.words[i] for i in word_ids.tolist()]
     else:
         word_list = list(words)
     sweep = sweep_epsilons(
-        factory, eps, word_list, draws=draws, eta=eta, rng=np.random.default_rng(s_sweep), method=method,
+        factory, eps, word_list, draws=draws, eta=eta, rng=g_sweep, method=method,
         confidence=confidence, progress=progress,
     )
     if examples is None:
@@ -110,7 +111,7 @@ def run_calibration(
         order = np.argsort(-r0.n_w, kind="stable") if len(r0) else np.zeros(0, int)
         picks = sorted({int(order[0]), int(order[len(order) // 2]), int(order[-1])}) if len(order) else []
         examples = [str(r0.word[i]) for i in picks]
-    ex = example_replacements(factory, list(examples), eps, n=n_examples, rng=np.random.default_rng(s_examples))
+    ex = example_replacements(factory, list(examples), eps, n=n_examples, rng=g_examples)
     return {
         "format": FORMAT,
         "deniable_version": __version__,

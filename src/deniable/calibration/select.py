@@ -4,7 +4,7 @@ The Madlib paper (§4.1, Fig. 2) selects ε "by selecting our desired worst case
 observing the extreme values of the histograms for N_w and S_w": e.g. no word returned unchanged
 more than a fraction ``max_n_w`` of the time, and every word with effective support at least
 ``min_s_w``. :func:`select_epsilon` automates that: the largest ε whose statistics meet the
-targets, found by bracketing and bisection, then re-checked with fresh draws.
+targets, found by bracketing and bisection, then checked once more.
 
 Private-side rules (N_w grows and S_w shrinks with ε, Madlib paper §3.1):
 
@@ -13,8 +13,17 @@ Private-side rules (N_w grows and S_w shrinks with ε, Madlib paper §3.1):
   :mod:`deniable.calibration.plausible`); an uncertain decision therefore counts as a failure
   and moves the answer to a smaller ε;
 * the bisection keeps the largest ε that *passed*, never the midpoint or the failing end;
-* the final candidate is re-measured with fresh draws; if it fails, ε is lowered step by step
-  until a fresh check passes.
+* sampled: the candidate is re-measured with fresh draws at the Bonferroni-adjusted level
+  ``1 − (1 − confidence) / (max_rechecks + 1)``; if it fails, ε is lowered step by step until a
+  fresh check passes. Over all the (at most ``max_rechecks + 1``) re-checks, the chance that a
+  value violating the targets for a measured word is returned is at most ``1 − confidence``;
+* exact (``mechanism.probabilities``): the final check runs on *every* vocabulary word; if a
+  word outside the measured set fails, the search continues on all words;
+* which words: a count ``words = n`` measures a density-stratified sample of ``n`` words *plus*
+  the :func:`~deniable.calibration.plausible.extreme_words` (sparsest neighbourhoods, where N_w is
+  largest and S_w smallest), always, since the worst case over a random sample can only be
+  better than the worst case over the vocabulary. ``EpsilonSelection.coverage`` says which
+  words the guarantee covers.
 """
 
 from __future__ import annotations
@@ -28,9 +37,9 @@ import numpy as np
 
 from .._random import RNGLike, as_generator
 from .._validation import check_int, check_positive, check_unit_interval
-from .plausible import PlausibleDeniability, plausible_deniability, select_words
+from .plausible import PlausibleDeniability, extreme_words, plausible_deniability, select_words
 
-__all__ = ["EpsilonSelection", "select_epsilon", "meets_targets"]
+__all__ = ["EpsilonSelection", "select_epsilon", "meets_targets", "bonferroni_confidence"]
 
 
 def _stat(values: np.ndarray, quantile: float, upper: bool) -> float:
@@ -66,14 +75,28 @@ def meets_targets(
     return bool(ok), got
 
 
+def bonferroni_confidence(confidence: float, tests: int) -> float:
+    """Per-test level that keeps the chance of *any* false pass among ``tests`` tests at most
+    ``1 − confidence`` (Bonferroni: each test gets ``(1 − confidence) / tests``)."""
+    tests = check_int("tests", tests, minimum=1)
+    return 1.0 - (1.0 - confidence) / tests
+
+
 @dataclass
 class EpsilonSelection:
     """Outcome of :func:`select_epsilon`.
 
-    ``epsilon`` is the selected value (None when even ``eps_min`` fails); ``check`` is the fresh
-    re-measurement at ``epsilon``; ``evaluations`` lists every (ε, passed, measured values)
-    in the order tried; ``capped`` is True when ``eps_max`` itself passed (the true boundary may
-    be higher).
+    ``epsilon`` is the selected value (None when even ``eps_min`` fails); ``check`` is the final
+    measurement at ``epsilon`` (fresh draws, or exact); ``evaluations`` lists every (ε, stage,
+    passed, measured values) in the order tried; ``capped`` is True when ``eps_max`` itself
+    passed (the true boundary may be higher).
+
+    ``coverage`` says which words the guarantee is about: ``"all words"`` (every vocabulary
+    word: ``words="all"``, or exact probabilities with the all-words final check),
+    ``"sample of N + M extreme words"`` (a stratified sample of N words plus M extra
+    :func:`~deniable.calibration.plausible.extreme_words`), or ``"N given words"``.
+    ``recheck_confidence`` is the Bonferroni-adjusted level of each fresh re-check of a sampled
+    selection (None when exact).
     """
 
     epsilon: float | None
@@ -81,15 +104,35 @@ class EpsilonSelection:
     check: PlausibleDeniability | None
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     capped: bool = False
+    coverage: str = "all words"
+    recheck_confidence: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon,
             "targets": dict(self.targets),
             "capped": self.capped,
+            "coverage": self.coverage,
+            "recheck_confidence": self.recheck_confidence,
             "evaluations": [dict(e) for e in self.evaluations],
             "check": None if self.check is None else self.check.to_dict(),
         }
+
+    def __repr__(self) -> str:
+        eps = "None" if self.epsilon is None else f"{self.epsilon:.6g}"
+        tg = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.targets.items() if v is not None)
+        lines = [f"EpsilonSelection(epsilon={eps}{' (capped at eps_max)' if self.capped else ''}, coverage={self.coverage!r},",
+                 f"  targets: {tg}; {len(self.evaluations)} evaluations"]
+        c = self.check
+        if c is not None and len(c):
+            # the statistics the decision used (confidence bounds when sampled), shown for both targets
+            got = meets_targets(c, max_n_w=1.0, min_s_w=1.0, quantile=self.targets.get("quantile", 1.0))[1]
+            lines.append(
+                f"  check: {c.method}, {len(c)} words{'' if c.draws is None else f', {c.draws} draws'}; "
+                f"max N_w {float(np.max(c.n_w)):.4g}, min S_w {float(np.min(c.s_w)):.4g}; "
+                f"decision values: N_w {got['n_w']:.4g}, S_w {got['s_w']:.4g}"
+            )
+        return "\n".join(lines) + ")"
 
 
 def select_epsilon(
@@ -108,11 +151,21 @@ def select_epsilon(
     rtol: float = 0.02,
     recheck_draws: int | None = None,
     max_rechecks: int = 20,
+    extreme: int = 10,
+    k: int = 10,
+    final_all: bool | None = None,
     method: str = "auto",
     rng: RNGLike = None,
     progress: Callable[[int], None] | None = None,
 ) -> EpsilonSelection:
     """The largest ε whose plausible-deniability statistics meet the targets (private side).
+
+    Guarantee (``quantile = 1``): with exact probabilities and all words (``words="all"``, or
+    ``final_all``), every vocabulary word meets the targets at the returned ε. With sampled
+    statistics, with probability ≥ ``confidence`` every *measured* word does (Wilson / DKW
+    bounds, Bonferroni over the re-checks). With a word count, the measured words are a
+    stratified sample plus the extreme words; words outside that set are not covered
+    (``coverage`` says which case applies).
 
     Parameters
     ----------
@@ -123,25 +176,40 @@ def select_epsilon(
     min_s_w
         Lower target for the effective support S_w (a count; η = ``eta``).
     quantile
-        Fraction of words that must meet the targets: 1.0 (default) is the worst case over
-        words (Madlib paper §4.1); e.g. 0.95 lets 5% of words miss.
-    words, draws, eta, confidence, method
-        As for :func:`~deniable.calibration.plausible.plausible_deniability`; a count is
-        resolved once (stratified by density), so every ε measures the same words.
+        Fraction of measured words that must meet the targets: 1.0 (default) is the worst case
+        (Madlib paper §4.1); e.g. 0.95 lets 5% of words miss. The extreme words are
+        over-represented in the measured set, which makes a quantile < 1 conservative.
+    words
+        A count ``n`` (default 200): ``n`` words stratified by density
+        (:func:`~deniable.calibration.plausible.select_words`) plus the ``extreme`` words,
+        resolved once so every ε measures the same words; a list of words or ids (measured as
+        given); or ``"all"``/None.
+    draws, eta, confidence, method
+        As for :func:`~deniable.calibration.plausible.plausible_deniability`.
     eps_start, eps_min, eps_max
         Where bracketing starts (doubling or halving) and its limits.
     rtol
         Bisection stops when the bracket ``hi / lo ≤ 1 + rtol`` (geometric bisection).
     recheck_draws
-        Draws of the final fresh re-check (default ``2 * draws``). When it fails, ε is divided
-        by ``1 + rtol`` and re-checked again, up to ``max_rechecks`` times.
+        Draws of each fresh re-check of a sampled selection (default ``2 * draws``), at level
+        ``1 − (1 − confidence) / (max_rechecks + 1)``. When it fails, ε is divided by
+        ``1 + rtol`` and re-checked again, up to ``max_rechecks`` times.
+    extreme, k
+        With a word count: the ``extreme`` words with the largest nearest-neighbour distance and
+        the ``extreme`` words with the largest ``k``-NN radius over the whole vocabulary are
+        always measured (:func:`~deniable.calibration.plausible.extreme_words`; nothing for
+        mechanisms without vector points).
+    final_all
+        Run the final check on every vocabulary word (default: when the statistics are exact,
+        where it costs one ``probabilities`` call per word). If a word fails there, the search
+        continues on all words.
     rng
         Seed or Generator; each evaluation gets a fresh child stream.
 
     Returns
     -------
     EpsilonSelection
-        ``epsilon`` never exceeds the largest ε that passed a fresh check.
+        ``epsilon`` never exceeds the largest ε that passed the final (fresh or exact) check.
     """
     if max_n_w is None and min_s_w is None:
         raise ValueError("give at least one target: max_n_w and/or min_s_w")
@@ -150,6 +218,7 @@ def select_epsilon(
     if min_s_w is not None:
         min_s_w = check_positive("min_s_w", min_s_w)
     quantile = check_unit_interval("quantile", quantile, open_low=True)
+    confidence = check_unit_interval("confidence", confidence, open_low=True, open_high=True)
     eps_start = check_positive("eps_start", eps_start)
     eps_min = check_positive("eps_min", eps_min)
     eps_max = check_positive("eps_max", eps_max)
@@ -159,63 +228,109 @@ def select_epsilon(
     draws = check_int("draws", draws, minimum=1)
     recheck_draws = check_int("recheck_draws", recheck_draws if recheck_draws is not None else 2 * draws, minimum=1)
     max_rechecks = check_int("max_rechecks", max_rechecks, minimum=0)
+    extreme = check_int("extreme", extreme, minimum=0)
+    k = check_int("k", k, minimum=1)
+    if final_all is not None and not isinstance(final_all, bool):
+        raise TypeError(f"final_all must be None, True or False, got {final_all!r}")
     gen = as_generator(rng)
-    targets = {"max_n_w": max_n_w, "min_s_w": min_s_w, "quantile": quantile, "eta": eta, "confidence": confidence}
+    recheck_conf = bonferroni_confidence(confidence, max_rechecks + 1)
+    targets = {
+        "max_n_w": max_n_w, "min_s_w": min_s_w, "quantile": quantile, "eta": eta, "confidence": confidence,
+        "extreme": extreme,
+    }
 
+    probe = mechanism_factory(eps_start)
+    V = int(probe.n_words)
+    all_ids = np.arange(V, dtype=np.int64)
     if isinstance(words, (int, np.integer)) and not isinstance(words, bool):
-        words = select_words(mechanism_factory(eps_start), int(words), rng=gen)
+        sample = select_words(probe, int(words), rng=gen)
+        ids = np.union1d(sample, extreme_words(probe, extreme, k=k)).astype(np.int64) if sample.size < V else sample
+        coverage = "all words" if ids.size >= V else f"sample of {sample.size} + {ids.size - sample.size} extreme words"
+        words = ids
+    elif words is None or (isinstance(words, str) and words == "all"):
+        words, coverage = all_ids, "all words"
+    else:
+        n_given = len(words)
+        coverage = f"{n_given} given words"
     evaluations: list[dict[str, Any]] = []
+    passed: dict[float, PlausibleDeniability] = {}
 
-    def evaluate(eps: float, n_draws: int, stage: str) -> tuple[bool, PlausibleDeniability]:
+    def evaluate(eps: float, stage: str, *, on: Any = None, n_draws: int = draws, conf: float = confidence) -> bool:
         res = plausible_deniability(
-            mechanism_factory(eps), words, draws=n_draws, eta=eta, rng=gen.spawn(1)[0], method=method,
-            confidence=confidence, progress=progress,
+            mechanism_factory(eps), words if on is None else on, draws=n_draws, eta=eta, rng=gen.spawn(1)[0],
+            method=method, confidence=conf, progress=progress,
         )
         ok, got = meets_targets(res, max_n_w=max_n_w, min_s_w=min_s_w, quantile=quantile)
-        evaluations.append({"epsilon": eps, "stage": stage, "passed": ok, "draws": n_draws if res.method == "sampled" else None, **got})
-        return ok, res
-
-    # bracket: lo passes, hi fails
-    eps = eps_start
-    ok, _ = evaluate(eps, draws, "bracket")
-    if ok:
-        lo, hi = eps, None
-        while hi is None:
-            if lo >= eps_max:
-                break
-            nxt = min(lo * 2.0, eps_max)
-            ok, _ = evaluate(nxt, draws, "bracket")
-            if ok:
-                lo = nxt
-            else:
-                hi = nxt
-    else:
-        lo, hi = None, eps
-        while lo is None:
-            if hi <= eps_min:
-                return EpsilonSelection(None, targets, None, evaluations)
-            nxt = max(hi / 2.0, eps_min)
-            ok, _ = evaluate(nxt, draws, "bracket")
-            if ok:
-                lo = nxt
-            else:
-                hi = nxt
-    capped = hi is None
-    # geometric bisection, keeping the largest passing value
-    while hi is not None and hi / lo > 1.0 + rtol:
-        mid = math.sqrt(lo * hi)
-        ok, _ = evaluate(mid, draws, "bisect")
+        sampled = res.method == "sampled"
+        evaluations.append({
+            "epsilon": eps, "stage": stage, "passed": ok, "words": len(res), "draws": n_draws if sampled else None,
+            "confidence": conf if sampled else None, **got,
+        })
         if ok:
-            lo = mid
+            passed[eps] = res
+        return ok
+
+    def search(eps: float, ok: bool, stage: str, on: Any = None) -> tuple[float | None, float | None]:
+        """Bracket from ``eps`` (whose outcome is ``ok``), then bisect: (largest pass, smallest
+        fail); (None, hi) when eps_min fails, (lo, None) when eps_max passes."""
+        if ok:
+            lo, hi = eps, None
+            while lo < eps_max:
+                nxt = min(lo * 2.0, eps_max)
+                if evaluate(nxt, stage, on=on):
+                    lo = nxt
+                else:
+                    hi = nxt
+                    break
         else:
-            hi = mid
-    # fresh re-check; step down while it fails
+            lo, hi = None, eps
+            while hi > eps_min:
+                nxt = max(hi / 2.0, eps_min)
+                if evaluate(nxt, stage, on=on):
+                    lo = nxt
+                    break
+                hi = nxt
+            if lo is None:
+                return None, hi
+        while hi is not None and hi / lo > 1.0 + rtol:
+            mid = math.sqrt(lo * hi)
+            if evaluate(mid, "bisect", on=on):
+                lo = mid
+            else:
+                hi = mid
+        return lo, hi
+
+    lo, hi = search(eps_start, evaluate(eps_start, "bracket"), "bracket")
+    if lo is None:
+        return EpsilonSelection(None, targets, None, evaluations, coverage=coverage)
+    capped = hi is None
+    exact = all(e["draws"] is None for e in evaluations)
+
+    if exact:
+        if final_all is None or final_all:
+            if coverage != "all words":
+                coverage = "all words"
+                if not evaluate(lo, "final", on=all_ids):
+                    # a word outside the measured set fails: continue the search on all words
+                    words = all_ids
+                    lo, hi = search(lo, False, "bracket")
+                    if lo is None:
+                        return EpsilonSelection(None, targets, None, evaluations, coverage=coverage)
+                    capped = False
+        return EpsilonSelection(lo, targets, passed[lo], evaluations, capped=capped, coverage=coverage)
+
+    # sampled: fresh re-checks at the Bonferroni-adjusted level; step down while they fail
+    if final_all:
+        words, coverage = all_ids, "all words"
     cand = lo
     for _ in range(max_rechecks + 1):
-        ok, res = evaluate(cand, recheck_draws, "recheck")
-        if ok:
-            return EpsilonSelection(cand, targets, res, evaluations, capped=capped)
+        passed.clear()
+        if evaluate(cand, "recheck", n_draws=recheck_draws, conf=recheck_conf):
+            return EpsilonSelection(
+                cand, targets, passed[cand], evaluations, capped=capped and cand == lo, coverage=coverage,
+                recheck_confidence=recheck_conf,
+            )
         cand = cand / (1.0 + rtol)
         if cand < eps_min:
             break
-    return EpsilonSelection(None, targets, None, evaluations)
+    return EpsilonSelection(None, targets, None, evaluations, coverage=coverage, recheck_confidence=recheck_conf)

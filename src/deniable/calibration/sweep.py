@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._random import RNGLike, as_generator, spawn
 from .._validation import check_positive
 from .plausible import PlausibleDeniability, plausible_deniability, select_words
 
@@ -126,8 +126,9 @@ def sweep_epsilons(
         As for :func:`~deniable.calibration.plausible.plausible_deniability`; a count is resolved
         once (stratified, on the first ε's mechanism) so every ε measures the same words.
     rng
-        Seed or Generator. Each ε gets its own child stream ``SeedSequence(seed).spawn``-style,
-        derived from one draw of ``rng``, so results do not depend on the order of ε.
+        None, int seed, SeedSequence or Generator (:func:`deniable._random.as_generator`). Each ε
+        gets its own independent child stream (:func:`deniable._random.spawn`), so results do not
+        depend on the order of ε.
     """
     eps = [check_positive("epsilon", e) for e in epsilons]
     if not eps:
@@ -136,14 +137,13 @@ def sweep_epsilons(
     first = factory(eps[0])
     if isinstance(words, (int, np.integer)) and not isinstance(words, bool):
         words = select_words(first, int(words), rng=gen)
-    root = np.random.SeedSequence(int(gen.integers(2**63)))
-    children = root.spawn(len(eps))
+    children = spawn(gen, len(eps))
     results = []
     for i, (e, child) in enumerate(zip(eps, children)):
         mech = first if i == 0 else factory(e)
         results.append(
             plausible_deniability(
-                mech, words, draws=draws, eta=eta, rng=np.random.default_rng(child), method=method,
+                mech, words, draws=draws, eta=eta, rng=child, method=method,
                 confidence=confidence, progress=progress,
             )
         )

@@ -47,6 +47,11 @@ def test_count_release_evaluate_roundtrip(files):
     assert set(keys) == set(vocab.keys) and np.isclose(probs.sum(), 1)
     assert meta["mechanism"] == "bayesian" and meta["calibration"] == "analytic" and meta["params"]["S"] == 0.5
     assert meta["sensitivity_method"] == "exact" and meta["epsilon"] == 1.0
+    # the default (paper's local sensitivity) is not formal DP: one warning line, nothing data dependent written
+    warn = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warn) == 1 and "NOT a formal differential-privacy guarantee" in warn[0]
+    assert meta["formal_dp"] is False and "sigma" not in meta and "sensitivity" not in meta
+    assert "n_users" not in out.read_text().splitlines()[0] and "sigma" not in r.stderr and "diagnostics" not in r.stderr
 
     r = run("ngrams", "evaluate", str(out), "--counts", str(counts), "--heldout", str(counts))
     assert r.exit_code == 0, r.output
@@ -61,11 +66,54 @@ def test_release_baselines_parquet(files, mech):
     out = files / "rel.parquet"
     args = ["ngrams", "release", str(counts), "-m", mech, "--seed", "0", "-o", str(out), "-K", "1"]
     if mech != "k-anonymity":
-        args += ["-e", "0.5"]
+        args += ["-e", "0.5", "-W", "2"]
     r = run(*args)
     assert r.exit_code == 0, r.output
     keys, probs, meta = read_release(out)
     assert meta["mechanism"] == mech and np.isclose(probs.sum(), 1)
+    formal = mech == "laplace"  # laplace-public's default L1 sensitivity is local; k-anonymity is not DP
+    assert meta["formal_dp"] is formal and ("warning:" in r.stderr) is not formal
+    assert ("laplace_scale" in meta) is formal and "n_users" not in json.dumps(meta)
+
+
+def test_laplace_needs_W_and_paper_rule_warns(files):
+    counts = files / "counts.npz"
+    assert run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(counts)).exit_code == 0
+    out = files / "rel.tsv"
+    for mech in ("laplace", "laplace-public"):
+        r = run("ngrams", "release", str(counts), "-m", mech, "-e", "1", "-o", str(out))
+        assert r.exit_code == 2 and "-W is required" in r.output
+    assert run("ngrams", "release", str(counts), "-m", "laplace", "-e", "1", "-W", "lots", "-o", str(out)).exit_code == 2
+    assert not out.exists()
+    r = run("ngrams", "release", str(counts), "-m", "laplace", "-e", "1", "-W", "paper-rule", "--seed", "0", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    assert "warning:" in r.stderr and "user count" in r.stderr
+    _, _, meta = read_release(out)
+    assert meta["formal_dp"] is False and meta["params"]["W"] == "paper-rule" and "laplace_scale" not in meta
+    r = run("ngrams", "release", str(counts), "-m", "laplace-public", "-e", "1", "-W", "3", "--sensitivity", "2", "--seed", "0", "-o", str(out))
+    assert r.exit_code == 0 and "warning:" not in r.stderr
+    assert read_release(out)[2]["formal_dp"] is True
+
+
+def test_formal_bayesian_and_diagnostics_flag(files):
+    counts = files / "counts.npz"
+    assert run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(counts)).exit_code == 0
+    out = files / "rel.parquet"
+    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "3", "--seed", "0", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    assert "warning:" not in r.stderr and "formal_dp=True" in r.stderr
+    _, _, meta = read_release(out)
+    assert meta["formal_dp"] is True and meta["params"]["sensitivity_bound"] == 3.0 and meta["sigma"] > 0
+    assert run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "-1", "-o", str(out)).exit_code == 2
+    # diagnostics only on request, on stderr, with a warning; never in the file
+    r = run("ngrams", "release", str(counts), "-e", "1", "--diagnostics", "--seed", "0", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    diag = [line for line in lines if line.startswith("diagnostics: ")]
+    assert len(diag) == 1 and any("NOT privatized" in line for line in lines)
+    d = json.loads(diag[0][len("diagnostics: "):])
+    assert d["n_users"] == 3 and d["sigma"] > 0 and d["gamma"] > 0
+    assert r.stdout == "" and "n_users" not in json.dumps(read_release(out)[2])
 
 
 def test_tuned_release(files):
@@ -76,7 +124,8 @@ def test_tuned_release(files):
     assert r.exit_code == 0, r.output
     _, _, meta = read_release(out)
     assert meta["mechanism"] == "bayesian-tuned" and meta["params"]["epsilon_tune"] == pytest.approx(2 / 3)
-    assert meta["params"]["score"] == "expected"
+    assert meta["params"]["score"] == "expected" and meta["formal_dp"] is False
+    assert "S" not in meta["params"] and "rho" not in meta["params"] and "warning:" in r.stderr
 
 
 def test_csv_input_with_custom_fields(files):

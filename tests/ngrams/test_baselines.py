@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from deniable import ngrams
+from deniable.errors import DeniableWarning, PrivacyWarning
 from deniable.ngrams.baselines import laplace_public_sensitivity
 
 
@@ -21,7 +22,10 @@ def test_laplace_release_fields_and_threshold():
     assert rel.mechanism == "laplace" and rel.epsilon == 0.5 and rel.delta == 0.0
     assert rel.laplace_scale == pytest.approx(3 / 0.5) and rel.sensitivity == 3 and rel.sensitivity_method == "cap"
     assert np.all(rel.probabilities >= 0) and np.isclose(rel.probabilities.sum(), 1)
-    assert "add/remove" in rel.guarantee
+    assert "add/remove" in rel.guarantee and rel.formal_dp
+    meta = rel.metadata()  # W given by the caller: the scale is public, the user count is not
+    assert meta["formal_dp"] is True and meta["params"]["W"] == 3 and meta["laplace_scale"] == pytest.approx(6)
+    assert "n_users" not in meta["params"] and rel.diagnostics["n_users"] == 30
 
 
 def test_laplace_noise_scale_statistically():
@@ -49,26 +53,60 @@ def test_laplace_public_sensitivity_matches_brute_force():
 def test_laplace_public_release_recovers_private_at_large_epsilon():
     m = counts(2)
     alpha = np.arange(1, 13, dtype=float)
-    rel = ngrams.laplace_public_release(m, alpha, epsilon=1e9, W=100, rng=0)
+    with pytest.warns(PrivacyWarning, match="local sensitivity"):
+        rel = ngrams.laplace_public_release(m, alpha, epsilon=1e9, W=100, rng=0)
     c = np.asarray(m.sum(axis=0)).ravel()
     np.testing.assert_allclose(rel.probabilities, c / c.sum(), atol=1e-6)
     assert rel.mechanism == "laplace-public" and rel.sensitivity_method == "exact"
+    # local L1 sensitivity: not formal DP, and the sensitivity/scale are diagnostics only
+    assert not rel.formal_dp and "NOT a formal differential-privacy guarantee" in rel.guarantee
+    meta = rel.metadata()
+    assert "sensitivity" not in meta and "laplace_scale" not in meta
+    assert rel.diagnostics["sensitivity"] == pytest.approx(laplace_public_sensitivity(ngrams.cap_user_totals(m, 100)))
+
+
+def test_laplace_public_with_global_bound_is_formal():
+    m = counts(2)
+    alpha = np.arange(1, 13, dtype=float)
+    rel = ngrams.laplace_public_release(m, alpha, epsilon=0.5, W=10, sensitivity=2.0, rng=0)
+    assert rel.formal_dp and rel.sensitivity_method == "given" and rel.laplace_scale == pytest.approx(4.0)
+    assert rel.metadata()["params"]["sensitivity_bound"] == 2.0
+    # the bound 2 is never below the exact local value, whatever the data
+    for seed in range(5):
+        assert laplace_public_sensitivity(ngrams.cap_user_totals(counts(seed, users=2 + seed), 5)) <= 2.0
+    with pytest.warns(PrivacyWarning, match="user count"):
+        rel = ngrams.laplace_public_release(m, alpha, epsilon=0.5, W="paper-rule", sensitivity=2.0, rng=0)
+    assert not rel.formal_dp
+    with pytest.raises(ValueError, match="sensitivity"):
+        ngrams.laplace_public_release(m, alpha, epsilon=0.5, W=10, sensitivity="claim1")
 
 
 def test_k_anonymity_keeps_only_ngrams_of_K_users():
     dense = np.array([[1, 1, 0], [2, 0, 0], [1, 0, 5]])
-    rel = ngrams.k_anonymity_release(sp.csr_matrix(dense), K=2, keys=["a", "b", "c"])
+    with pytest.warns(PrivacyWarning, match="NOT differentially private"):
+        rel = ngrams.k_anonymity_release(sp.csr_matrix(dense), K=2, keys=["a", "b", "c"])
     assert rel.probabilities.tolist() == [1.0, 0.0, 0.0]
-    assert rel.epsilon is None and "no differential privacy" in rel.guarantee
-    with pytest.warns(ngrams.baselines.DeniableWarning):
+    assert rel.epsilon is None and "NOT differentially private" in rel.guarantee and not rel.formal_dp
+    assert rel.metadata()["params"] == {"K": 2, "vocabulary_size": 3} and rel.diagnostics["kept"] == 1
+    with pytest.warns(PrivacyWarning), pytest.warns(DeniableWarning, match="uniform"):
         rel = ngrams.k_anonymity_release(sp.csr_matrix(dense), K=10)
     assert np.allclose(rel.probabilities, 1 / 3)
 
 
-def test_release_dispatch_and_default_W():
+def test_release_dispatch_and_W_rule():
     m = counts(3, users=40)
-    rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", rng=0)
-    assert rel.params["W"] == 1.0  # max(1, 40/1000)
+    for mech in ("laplace", "laplace-public"):
+        with pytest.raises(ValueError, match="W is required"):
+            ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism=mech, rng=0)
+    with pytest.raises(ValueError, match="paper-rule"):
+        ngrams.laplace_release(m, epsilon=1.0, W="rule")
+    with pytest.warns(PrivacyWarning, match="user count"):
+        rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", W="paper-rule", rng=0)
+    assert not rel.formal_dp and rel.diagnostics["W"] == 1.0  # max(1, 40/1000)
+    meta = rel.metadata()  # the data-derived W and scale are not published
+    assert meta["params"]["W"] == "paper-rule" and "laplace_scale" not in meta and "sensitivity" not in meta
+    rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", W=1.0, rng=0)
+    assert rel.formal_dp and rel.params["W"] == 1.0
     with pytest.raises(ValueError, match="mechanism"):
         ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="nope")
 
@@ -77,5 +115,7 @@ def test_public_and_private_references():
     m = counts(4)
     pub = ngrams.public_release(np.arange(12.0), [str(i) for i in range(12)])
     assert pub.probabilities[0] == 0 and np.isclose(pub.probabilities.sum(), 1)
-    priv = ngrams.private_release(m)
-    assert "NOT PRIVATE" in priv.guarantee
+    assert pub.formal_dp
+    with pytest.warns(PrivacyWarning, match="NOT PRIVATE"):
+        priv = ngrams.private_release(m)
+    assert "NOT PRIVATE" in priv.guarantee and not priv.formal_dp

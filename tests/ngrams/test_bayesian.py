@@ -29,49 +29,83 @@ def test_mean_is_corollary_1():
 def test_release_is_softmax_of_a_gaussian_sample():
     m, alpha = data(1)
     plan = ngrams.prepare_bayesian(m, alpha, epsilon=1.0, delta=1e-6)
+    assert not plan.formal_dp
     draws = plan.sample(rng=0, size=40_000)
     # log-probabilities differences are Gaussian around the mean differences with sd sigma*sqrt(2)
     diff = draws[:, 0] - draws[:, 1]
     assert abs(diff.mean() - (plan.mu[0] - plan.mu[1])) < 4.5 * plan.sigma * np.sqrt(2) / np.sqrt(40_000)
     assert abs(diff.std() / (plan.sigma * np.sqrt(2)) - 1) < 0.02
-    rel = plan.release(rng=3)
+    with pytest.warns(PrivacyWarning, match="local sensitivity"):
+        rel = plan.release(rng=3)
     assert np.isclose(rel.probabilities.sum(), 1) and np.all(rel.probabilities > 0)
 
 
 def test_release_record_contents():
     m, alpha = data(2)
     keys = [f"k{i}" for i in range(10)]
-    rel = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
+    with pytest.warns(PrivacyWarning, match="NOT a formal differential-privacy guarantee"):
+        rel = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
     assert rel.keys == tuple(keys) and rel.mechanism == "bayesian"
     assert rel.epsilon == 0.5 and rel.delta == 1e-6 and rel.calibration == "analytic"
     assert rel.sensitivity_method == "exact" and rel.params["S"] == 0.2 and rel.params["rho"] == 0.4
-    assert "removing any one user" in rel.guarantee
+    assert not rel.formal_dp and ngrams.LOCAL_SENSITIVITY_NOTE in rel.guarantee
     meta = rel.metadata()
-    assert meta["sigma"] == rel.sigma and meta["params"]["C"] == 1
+    assert meta["params"]["C"] == 1 and meta["formal_dp"] is False and meta["guarantee"] == rel.guarantee
+    # the local sigma, gamma and the user count are diagnostics only, never in the metadata
+    assert not {"sigma", "sensitivity", "laplace_scale", "diagnostics"} & set(meta)
+    assert not {"n_users", "gamma"} & set(meta["params"])
+    assert rel.diagnostics["sigma"] == rel.sigma and rel.diagnostics["n_users"] == 20 and rel.diagnostics["gamma"] > 0
     assert rel.top(2)[0][1] >= rel.top(2)[1][1]
-    same = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
+    with pytest.warns(PrivacyWarning):
+        same = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
     np.testing.assert_array_equal(rel.probabilities, same.probabilities)
 
 
 def test_given_sensitivity_states_add_remove_guarantee():
     m, alpha = data(3)
-    rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=3.0, rng=0)
-    assert rel.sensitivity_method == "given" and "add or remove" in rel.guarantee
+    rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=3.0, rng=0)  # no warning
+    assert rel.sensitivity_method == "given" and "add/remove" in rel.guarantee and rel.formal_dp
     assert rel.sigma == pytest.approx(ngrams.analytic_sigma(1.0, 1e-6, 0.5 * 3.0))
+    meta = rel.metadata()  # sigma is a function of public parameters only: published
+    assert meta["formal_dp"] is True and meta["sigma"] == rel.sigma and meta["params"]["sensitivity_bound"] == 3.0
+    assert "n_users" not in meta["params"] and "gamma" not in meta["params"]
+
+
+def test_local_sigma_depends_on_the_data_and_is_not_formal():
+    """The review's reproduction: with the exact (or Claim 1) sensitivity sigma(D) differs from
+    sigma(D - n), so publishing it would distinguish D from D - n with certainty."""
+    rng = np.random.default_rng(0)
+    dense = rng.poisson(0.5, size=(30, 8))
+    alpha = np.ones(8)
+    for method in ("exact", "claim1"):
+        sig = [ngrams.prepare_bayesian(sp.csr_matrix(x), alpha, epsilon=1.0, delta=1e-6, S=0.1, rho=0.5, sensitivity=method).sigma for x in (dense, dense[1:], np.delete(dense, 2, axis=0))]
+        assert len({round(s, 12) for s in sig}) > 1, method
+        with pytest.warns(PrivacyWarning):
+            assert not ngrams.bayesian_dp(dense, alpha, epsilon=1.0, delta=1e-6, S=0.1, rho=0.5, sensitivity=method, rng=0).formal_dp
+    # a given global bound: the same sigma on every neighbour
+    sig = {ngrams.prepare_bayesian(sp.csr_matrix(x), alpha, epsilon=1.0, delta=1e-6, S=0.1, rho=0.5, sensitivity=2.0).sigma for x in (dense, dense[1:])}
+    assert len(sig) == 1
 
 
 def test_classic_calibration_option():
     m, alpha = data(4)
-    rel = ngrams.bayesian_dp(m, alpha, epsilon=0.5, delta=1e-6, calibration="classic", rng=0)
+    with pytest.warns(PrivacyWarning, match="local sensitivity"):
+        rel = ngrams.bayesian_dp(m, alpha, epsilon=0.5, delta=1e-6, calibration="classic", rng=0)
     assert rel.calibration == "classic"
     assert rel.sigma == pytest.approx(ngrams.classic_sigma(0.5, 1e-6, rel.sensitivity))
-    with pytest.warns(PrivacyWarning):
+    with pytest.warns(PrivacyWarning, match="local sensitivity"), pytest.warns(PrivacyWarning, match="epsilon < 1"):
         ngrams.bayesian_dp(m, alpha, epsilon=2.0, delta=1e-6, calibration="classic", rng=0)
+    # a given bound with the classic formula is formal only where its proof holds (epsilon < 1)
+    assert ngrams.bayesian_dp(m, alpha, epsilon=0.5, delta=1e-6, calibration="classic", sensitivity=1.0, rng=0).formal_dp
+    with pytest.warns(PrivacyWarning, match="not proven"), pytest.warns(PrivacyWarning, match="epsilon < 1"):
+        rel = ngrams.bayesian_dp(m, alpha, epsilon=2.0, delta=1e-6, calibration="classic", sensitivity=1.0, rng=0)
+    assert not rel.formal_dp and "sigma" not in rel.metadata()
 
 
 def test_rho_zero_is_the_public_prior_without_noise():
     m, alpha = data(5)
-    rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, rho=0.0, rng=0)
+    with pytest.warns(PrivacyWarning):
+        rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, rho=0.0, rng=0)
     assert rel.sigma == 0.0
     expected = np.exp(ngrams.prior_mean(alpha))
     np.testing.assert_allclose(rel.probabilities, expected / expected.sum())
@@ -80,7 +114,7 @@ def test_rho_zero_is_the_public_prior_without_noise():
 def test_public_counts_as_mapping_and_validation():
     m, alpha = data(6)
     keys = [f"k{i}" for i in range(10)]
-    rel = ngrams.bayesian_dp(m, dict(zip(keys, alpha)), keys=keys, epsilon=1.0, delta=1e-6, rng=0)
+    rel = ngrams.bayesian_dp(m, dict(zip(keys, alpha)), keys=keys, epsilon=1.0, delta=1e-6, sensitivity=1.0, rng=0)
     assert len(rel) == 10
     with pytest.raises(ValueError, match="entries"):
         ngrams.bayesian_dp(m, alpha[:5], epsilon=1.0, delta=1e-6)
@@ -95,4 +129,4 @@ def test_public_counts_as_mapping_and_validation():
     with pytest.raises(TypeError):
         ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=True)
     with pytest.raises(TypeError):
-        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, rng=np.random.RandomState(0))
+        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=1.0, rng=np.random.RandomState(0))

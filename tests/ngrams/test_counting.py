@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from deniable import ngrams
+from deniable.errors import PrivacyWarning
 from deniable.ngrams.counting import users_per_ngram
 
 PUBLIC = ["the cat sat on the mat. the dog sat on the log!", "a cat sat on a mat"]
@@ -55,8 +56,12 @@ def test_count_users_drops_private_only_ngrams():
 def test_private_only_ngrams_never_released(mechanism):
     vocab = ngrams.build_vocabulary(ngrams.count_public(PUBLIC, 3), n=3)
     users = ngrams.count_users(PRIVATE, vocab)
-    kw = {"K": 1} if mechanism == "k-anonymity" else {}
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, mechanism=mechanism, rng=0, **kw)
+    kw = {"K": 1} if mechanism == "k-anonymity" else {"W": 2.0} if mechanism.startswith("laplace") else {}
+    if mechanism == "laplace":  # a caller-given W: formal DP, no warning
+        rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, mechanism=mechanism, rng=0, **kw)
+    else:
+        with pytest.warns(PrivacyWarning):
+            rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, mechanism=mechanism, rng=0, **kw)
     private_grams = {g for _, text in PRIVATE for g in ngrams.ngrams_of(text, 3)}
     private_only = private_grams - set(ngrams.count_public(PUBLIC, 3))
     assert private_only  # the fixture has some
@@ -69,7 +74,8 @@ def test_private_only_ngrams_never_released(mechanism):
 def test_tuned_release_keys_are_public_only():
     vocab = ngrams.build_vocabulary(ngrams.count_public(PUBLIC, 3), n=3)
     users = ngrams.count_users(PRIVATE * 3, vocab)
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, tune=True, rng=0)
+    with pytest.warns(PrivacyWarning):
+        rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, tune=True, rng=0)
     assert rel.keys == vocab.keys
 
 

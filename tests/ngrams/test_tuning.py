@@ -10,9 +10,18 @@ import scipy.sparse as sp
 from scipy import integrate, stats
 
 from deniable import ngrams
+from deniable.errors import PrivacyWarning
 from deniable.ngrams.bayesian import prior_mean
 from deniable.ngrams.sensitivity import log_count_stats
 from deniable.ngrams.tuning import cross_entropy_scores, report_noisy_min, train_score_sensitivity
+
+
+def tuned(*args, **kwargs):
+    """Algorithm 2 (local sensitivities: never formal DP, always a PrivacyWarning)."""
+    with pytest.warns(PrivacyWarning, match="local sensitivity"):
+        rel = ngrams.end_to_end_dp(*args, **kwargs)
+    assert not rel.formal_dp
+    return rel
 
 
 def closed_form_min_probability(scores, b, k=0):
@@ -113,10 +122,10 @@ def test_expected_score_avoids_high_noise_candidates():
     alpha = (probs * 1000 + rng.integers(0, 5, V)).astype(float)
     kw = dict(epsilon=2000.0, delta=1e-6, S_grid=[1e-3, 10.0], rho_grid=[0.1, 0.95], tune_fraction=1 - 1 / 2000)
     for seed in range(3):
-        exp_pick = ngrams.end_to_end_dp(dense, alpha, score="expected", rng=seed, **kw)
-        mean_pick = ngrams.end_to_end_dp(dense, alpha, score="mean", rng=seed, **kw)
+        exp_pick = tuned(dense, alpha, score="expected", rng=seed, **kw)
+        mean_pick = tuned(dense, alpha, score="mean", rng=seed, **kw)
         assert exp_pick.params["score"] == "expected" and exp_pick.params["n_noise_draws"] == 4
-        assert mean_pick.params["rho"] == 0.95 and exp_pick.params["rho"] == 0.1
+        assert mean_pick.diagnostics["rho"] == 0.95 and exp_pick.diagnostics["rho"] == 0.1
         assert exp_pick.sigma < mean_pick.sigma / 5
         assert ngrams.kl_divergence(probs, exp_pick.probabilities) < ngrams.kl_divergence(probs, mean_pick.probabilities)
     with pytest.raises(ValueError, match="score"):
@@ -127,17 +136,22 @@ def test_end_to_end_dp_reports_budget_and_choice():
     rng = np.random.default_rng(0)
     dense = rng.integers(1, 3, size=(60, 25)) * (rng.random((60, 25)) < 0.3)
     alpha = rng.integers(1, 100, 25).astype(float)
-    rel = ngrams.end_to_end_dp(sp.csr_matrix(dense), alpha, epsilon=3.0, delta=1e-6, S_grid=[0.01, 1.0], rho_grid=[0.2, 0.8], rng=1)
-    p = rel.params
+    rel = tuned(sp.csr_matrix(dense), alpha, epsilon=3.0, delta=1e-6, S_grid=[0.01, 1.0], rho_grid=[0.2, 0.8], rng=1)
+    p, d = rel.params, rel.diagnostics
     assert rel.mechanism == "bayesian-tuned"
     assert rel.epsilon == 3.0 and rel.delta == 1e-6
     assert p["epsilon_release"] == pytest.approx(2.0) and p["epsilon_tune"] == pytest.approx(1.0)
-    assert p["S"] in (0.01, 1.0) and p["rho"] in (0.2, 0.8)
-    assert p["n_validation_users"] == 6 and p["n_train_users"] == 54
-    assert rel.sigma == pytest.approx(ngrams.analytic_sigma(2.0, 1e-6, p["rho"] * p["gamma"]))
-    assert rel.laplace_scale == pytest.approx(2 * p["tuning_sensitivity"] / 1.0)
+    assert d["S"] in (0.01, 1.0) and d["rho"] in (0.2, 0.8)
+    assert d["n_validation_users"] == 6 and d["n_train_users"] == 54
+    assert rel.sigma == pytest.approx(ngrams.analytic_sigma(2.0, 1e-6, d["rho"] * d["gamma"]))
+    assert rel.laplace_scale == pytest.approx(2 * d["tuning_sensitivity"] / 1.0)
     assert np.isclose(rel.probabilities.sum(), 1.0)
-    again = ngrams.end_to_end_dp(sp.csr_matrix(dense), alpha, epsilon=3.0, delta=1e-6, S_grid=[0.01, 1.0], rho_grid=[0.2, 0.8], rng=1)
+    # published metadata: public parameters only (grids, split of epsilon), not the local choice
+    meta = rel.metadata()
+    assert meta["formal_dp"] is False and not {"sigma", "sensitivity", "laplace_scale"} & set(meta)
+    assert not {"S", "rho", "gamma", "tuning_sensitivity", "n_train_users", "n_validation_users"} & set(meta["params"])
+    assert meta["params"]["S_grid"] == [0.01, 1.0]
+    again = tuned(sp.csr_matrix(dense), alpha, epsilon=3.0, delta=1e-6, S_grid=[0.01, 1.0], rho_grid=[0.2, 0.8], rng=1)
     np.testing.assert_array_equal(rel.probabilities, again.probabilities)  # seeded => reproducible
 
 
@@ -148,7 +162,7 @@ def test_end_to_end_dp_picks_the_clear_winner_at_large_epsilon():
     probs = rng.dirichlet(np.ones(V) * 0.3)
     dense = np.stack([rng.multinomial(60, probs) for _ in range(400)])
     alpha = rng.integers(1, 100, V).astype(float)  # an unrelated prior
-    picks = [ngrams.end_to_end_dp(sp.csr_matrix(dense), alpha, epsilon=2000.0, delta=1e-6, C=5, S_grid=[1e-3, 10.0], rho_grid=[0.05, 0.95], rng=s).params for s in range(5)]
+    picks = [tuned(sp.csr_matrix(dense), alpha, epsilon=2000.0, delta=1e-6, C=5, S_grid=[1e-3, 10.0], rho_grid=[0.05, 0.95], rng=s).diagnostics for s in range(5)]
     assert all((p["S"], p["rho"]) == (10.0, 0.95) for p in picks)
 
 
@@ -164,9 +178,9 @@ def test_end_to_end_dp_with_claim1_uses_the_corrected_lipschitz_bound():
     rng = np.random.default_rng(2)
     dense = sp.csr_matrix(rng.integers(1, 3, size=(50, 15)) * (rng.random((50, 15)) < 0.4))
     alpha = rng.integers(1, 50, 15).astype(float)
-    ex = ngrams.end_to_end_dp(dense, alpha, epsilon=1.0, delta=1e-6, S_grid=[0.1], rho_grid=[0.5], rng=0)
-    c1 = ngrams.end_to_end_dp(dense, alpha, epsilon=1.0, delta=1e-6, S_grid=[0.1], rho_grid=[0.5], sensitivity="claim1", rng=0)
+    ex = tuned(dense, alpha, epsilon=1.0, delta=1e-6, S_grid=[0.1], rho_grid=[0.5], rng=0)
+    c1 = tuned(dense, alpha, epsilon=1.0, delta=1e-6, S_grid=[0.1], rho_grid=[0.5], sensitivity="claim1", rng=0)
     assert c1.sensitivity_method == "claim1"
     # the bound is never below the exact training-user term
-    assert c1.params["tuning_sensitivity_train"] >= ex.params["tuning_sensitivity_train"]
-    assert c1.params["gamma"] >= ex.params["gamma"]
+    assert c1.diagnostics["tuning_sensitivity_train"] >= ex.diagnostics["tuning_sensitivity_train"]
+    assert c1.diagnostics["gamma"] >= ex.diagnostics["gamma"]

@@ -6,7 +6,10 @@
     deniable ngrams evaluate release.tsv --counts counts.npz --heldout heldout.npz
 
 The vocabulary is built from the PUBLIC files only; private n-grams outside it are dropped and never
-released. Outputs are written atomically.
+released. Outputs are written atomically. Release files hold only data-independent metadata; a
+release that is not formally DP (the paper's local-sensitivity calibrations, ``-W paper-rule``,
+k-anonymity) prints one ``warning:`` line on stderr. ``--diagnostics`` prints the data-dependent
+values (user count, local sensitivities, σ, tuned (S, ρ)) on stderr: they are NOT privatized.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 
 import click
 import numpy as np
@@ -46,6 +50,30 @@ def _unit(ctx: click.Context, param: click.Parameter, value: float | None) -> fl
     if not (0 <= value <= 1):
         raise click.BadParameter(f"must be in [0, 1], got {value}")
     return value
+
+
+def _sensitivity(ctx: click.Context, param: click.Parameter, value: str) -> str | float:
+    if value in ("exact", "claim1"):
+        return value
+    try:
+        v = float(value)
+    except ValueError:
+        raise click.BadParameter(f"must be 'exact', 'claim1' or a number > 0 (a global bound), got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise click.BadParameter(f"a sensitivity bound must be a finite number > 0, got {value}")
+    return v
+
+
+def _cap(ctx: click.Context, param: click.Parameter, value: str | None) -> str | float | None:
+    if value is None or value == "paper-rule":
+        return value
+    try:
+        v = float(value)
+    except ValueError:
+        raise click.BadParameter(f"must be a number > 0 or 'paper-rule', got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise click.BadParameter(f"must be a finite number > 0, got {value}")
+    return v
 
 
 def _bar(desc: str, total: int | None = None, unit: str = "it") -> tqdm:
@@ -119,14 +147,22 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
 @click.option("-C", "C", type=float, callback=_positive, default=1.0, show_default=True, help="Per-user clamp C (§3.1).")
 @click.option("--tune", is_flag=True, help="Choose S and ρ privately (Algorithm 2).")
 @click.option("--score", type=click.Choice(["mean", "expected"]), default="mean", show_default=True, help="Tuning score: the paper's (noiseless mean) or the expected score over noise draws.")
-@click.option("--sensitivity", type=click.Choice(["exact", "claim1"]), default="exact", show_default=True)
+@click.option("--sensitivity", default="exact", show_default=True, callback=_sensitivity, help="'exact' or 'claim1' (the paper: local sensitivity, NOT formal DP), or a number: a global bound (bayesian: on the L2 change of w*xhat; laplace-public: on the L1 change, 2 always holds) giving formal DP.")
 @click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True)
-@click.option("-W", "W", type=float, callback=_positive, default=None, help="Per-user total cap of the Laplace baselines (default: max(1, users/1000)).")
+@click.option("-W", "W", default=None, callback=_cap, help="Per-user total cap of the Laplace baselines, required for them: a number chosen without the private data (formal DP), or 'paper-rule' for max(1, users/1000) from the private user count (NOT formal DP).")
 @click.option("-K", "K", type=click.IntRange(min=1), default=50, show_default=True, help="k-anonymity threshold.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "parquet"]), default=None, help="Output format (default: from the suffix).")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (reproducible experiments only).")
-def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float, rho: float, C: float, tune: bool, score: str, sensitivity: str, calibration: str, W: float | None, K: int, fmt: str | None, seed: int | None) -> None:
-    """Release the n-gram distribution of a COUNTS bundle with user-level DP."""
+@click.option("--diagnostics", "show_diagnostics", is_flag=True, help="Print data-dependent diagnostics (user count, local sensitivity, sigma, tuned S and rho) as JSON on stderr. NOT privatized: never publish them.")
+def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float, rho: float, C: float, tune: bool, score: str, sensitivity: str | float, calibration: str, W: float | str | None, K: int, fmt: str | None, seed: int | None, show_diagnostics: bool) -> None:
+    """Release the n-gram distribution of a COUNTS bundle (user level).
+
+    Formal (epsilon, delta)-DP only with a data-independent noise scale: -m laplace with a number
+    -W, -m laplace-public with a number -W and --sensitivity NUMBER, or bayesian with
+    --sensitivity NUMBER (a global bound). The defaults reproduce the paper (local sensitivity)
+    and are NOT a formal guarantee: a warning line says so. The release file holds only
+    data-independent metadata.
+    """
     from ..ngrams import release as do_release
     from ..ngrams.io import load_counts, write_release
 
@@ -134,27 +170,36 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
         raise click.UsageError("--epsilon is required for the DP mechanisms")
     if tune and mechanism != "bayesian":
         raise click.UsageError("--tune applies to the bayesian mechanism only")
+    if mechanism in ("laplace", "laplace-public") and W is None:
+        raise click.UsageError(f"-W is required for -m {mechanism}: a per-user cap chosen without the private data, or 'paper-rule' for max(1, users/1000) (data dependent: NOT formal DP)")
+    if mechanism == "laplace-public" and sensitivity == "claim1":
+        raise click.UsageError("--sensitivity claim1 applies to the bayesian mechanism only")
+    if tune and not isinstance(sensitivity, str):
+        raise click.UsageError("--tune needs --sensitivity exact or claim1 (computed per candidate)")
     bar = _bar("release", total=3, unit="step")
+    caught: list[warnings.WarningMessage] = []
     try:
         users, vocab = load_counts(counts)
         bar.update(1)
-        rel = do_release(
-            users,
-            vocab,
-            epsilon=epsilon if epsilon is not None else 1.0,
-            delta=delta,
-            mechanism=mechanism,
-            S=S,
-            rho=rho,
-            C=C,
-            sensitivity=sensitivity,
-            calibration=calibration,
-            tune=tune,
-            score=score,
-            W=W,
-            K=K,
-            rng=seed,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rel = do_release(
+                users,
+                vocab,
+                epsilon=epsilon if epsilon is not None else 1.0,
+                delta=delta,
+                mechanism=mechanism,
+                S=S,
+                rho=rho,
+                C=C,
+                sensitivity=sensitivity,
+                calibration=calibration,
+                tune=tune,
+                score=score,
+                W=W,
+                K=K,
+                rng=seed,
+            )
         bar.update(1)
         write_release(output, rel, fmt=fmt)
         bar.update(1)
@@ -164,9 +209,19 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
         raise click.UsageError(str(exc)) from None
     finally:
         bar.close()
+    seen: set[str] = set()
+    for w in caught:
+        msg = str(w.message)
+        if msg not in seen:
+            seen.add(msg)
+            click.echo(f"warning: {msg}", err=True)
     eps = "none (not DP)" if rel.epsilon is None else f"{rel.epsilon:g}"
-    sigma = f", sigma={rel.sigma:.6g} ({rel.calibration})" if rel.sigma is not None else ""
-    click.echo(f"{rel.mechanism}: epsilon={eps}, delta={rel.delta}{sigma}, {len(rel)} n-grams -> {output}", err=True)
+    # sigma is published only when it is data independent (formal DP); otherwise it is a diagnostic
+    sigma = f", sigma={rel.sigma:.6g} ({rel.calibration})" if rel.formal_dp and rel.sigma is not None else ""
+    click.echo(f"{rel.mechanism}: epsilon={eps}, delta={rel.delta}{sigma}, formal_dp={rel.formal_dp}, {len(rel)} n-grams -> {output}", err=True)
+    if show_diagnostics:
+        click.echo("warning: the diagnostics below are computed from the private data and are NOT privatized; do not publish them", err=True)
+        click.echo("diagnostics: " + json.dumps(rel.diagnostics_json(), sort_keys=True), err=True)
 
 
 @ngrams.command()
@@ -188,7 +243,7 @@ def evaluate(release_file: str, counts: str, heldout: str | None, smoothing: flo
     if missing or len(keys) != len(vocab.keys):
         raise DataError(f"the release and the counts have different vocabularies ({len(missing)} counted n-grams not in the release)", path=release_file)
     q = probs[[index[k] for k in vocab.keys]]
-    out = {"mechanism": meta.get("mechanism"), "epsilon": meta.get("epsilon"), "delta": meta.get("delta"), "smoothing": smoothing}
+    out = {"mechanism": meta.get("mechanism"), "epsilon": meta.get("epsilon"), "delta": meta.get("delta"), "formal_dp": meta.get("formal_dp"), "smoothing": smoothing}
     out["kl"] = kl_divergence(private_distribution(users), q, smoothing=smoothing)
     if heldout is not None:
         test, test_vocab = load_counts(heldout)

@@ -2,13 +2,19 @@
 references (public-only and private-only distributions) of Table 1.
 
 All of them release a distribution over the PUBLIC vocabulary (the columns), so private-only
-n-grams never appear.
+n-grams never appear. Formal (ε, 0)-DP under user-level add/remove adjacency holds for
+:func:`laplace_release` with a caller-given W and for :func:`laplace_public_release` with a
+caller-given W and ``sensitivity=<number>`` (2 is always a valid global bound); the paper's
+W = |U|/1000 rule and the local L1 sensitivity of Laplace + public are NOT formal guarantees
+(``formal_dp`` False, PrivacyWarning). k-anonymity is not DP at all.
 """
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,9 +22,9 @@ from .._random import RNGLike, as_generator
 from .._validation import check_int, check_positive
 from ..errors import DeniableWarning
 from .bayesian import public_vector
-from .counting import _as_csr, cap_user_totals, keys_of, users_per_ngram
+from .counting import Vocabulary, _as_csr, cap_user_totals, keys_of, users_per_ngram
 from .gaussian import laplace_scale
-from .release import Release
+from .release import LOCAL_SENSITIVITY_NOTE, Release, warn_if_not_formal
 
 __all__ = [
     "laplace_release",
@@ -27,7 +33,26 @@ __all__ = [
     "k_anonymity_release",
     "public_release",
     "private_release",
+    "PAPER_RULE",
 ]
+
+#: ``W="paper-rule"``: the paper's cap W = max(1, |U|/1000) (§4.3), derived from the private user
+#: count, so NOT a formal DP guarantee.
+PAPER_RULE = "paper-rule"
+
+
+def _resolve_W(W: object, n_users: int) -> tuple[float, bool]:
+    """(W value, whether W is public). ``W`` is a positive number or ``"paper-rule"``."""
+    if isinstance(W, str):
+        if W != PAPER_RULE:
+            raise ValueError(f"W must be a number > 0 or {PAPER_RULE!r}, got {W!r}")
+        return max(1.0, n_users / 1000.0), False
+    if W is None:
+        raise ValueError(
+            f"W (the per-user total cap) is required: give a public number (e.g. max(1, public_user_bound/1000)), "
+            f"or W={PAPER_RULE!r} for the paper's |U|/1000 rule (data dependent, not formal DP)"
+        )
+    return check_positive("W", W), True
 
 
 def _normalise_or_uniform(x: np.ndarray, what: str) -> np.ndarray:
@@ -42,7 +67,7 @@ def laplace_release(
     user_counts: object,
     *,
     epsilon: float,
-    W: float,
+    W: float | str,
     keys: Sequence[str] | None = None,
     rng: RNGLike = None,
 ) -> Release:
@@ -51,29 +76,45 @@ def laplace_release(
     Each user's counts are scaled to total at most ``W`` (:func:`cap_user_totals`), summed, noised
     with Lap(W/ε) per n-gram, thresholded at 0 and normalised.
 
-    Guarantee: ε-DP (δ = 0), user-level add/remove adjacency: adding or removing one user changes
-    the summed counts by at most W in L1, whatever the data; the vocabulary is public.
+    Guarantee: with a number ``W`` chosen without looking at the private data, ε-DP (δ = 0) under
+    user-level add/remove adjacency: adding or removing one user changes the summed counts by at
+    most W in L1, whatever the data; the vocabulary is public (``formal_dp`` True). With
+    ``W="paper-rule"`` (W = max(1, |U|/1000), §4.3) the noise scale depends on the number of
+    private users: NOT formally DP (``formal_dp`` False, PrivacyWarning; W in ``diagnostics``).
     """
     epsilon = check_positive("epsilon", epsilon)
-    W = check_positive("W", W)
+    n_users = int(_as_csr(user_counts).shape[0])
+    W, public_W = _resolve_W(W, n_users)
     m = cap_user_totals(user_counts, W)
     V = m.shape[1]
     key_tuple = keys_of(user_counts, keys, V)
     c = np.bincount(m.indices, weights=m.data, minlength=V)
     b = laplace_scale(epsilon, W)
     noisy = np.maximum(c + as_generator(rng).laplace(0.0, b, size=V), 0.0)
-    return Release(
+    diagnostics: dict[str, Any] = {"n_users": n_users}
+    if public_W:
+        guarantee = f"({epsilon:g}, 0)-DP, user-level add/remove adjacency, for any data (per-user total capped at W={W:g})"
+    else:
+        guarantee = (
+            f"nominal ({epsilon:g}, 0), user level; reproduces Ramadan et al. \u00a74.3: the cap W = max(1, |U|/1000) is "
+            "derived from this dataset's user count \u2014 NOT a formal differential-privacy guarantee"
+        )
+        diagnostics.update(W=W, laplace_scale=b, sensitivity=W)
+    rel = Release(
         keys=key_tuple,
         probabilities=_normalise_or_uniform(noisy, "laplace_release"),
         mechanism="laplace",
         epsilon=epsilon,
         delta=0.0,
-        guarantee=f"({epsilon:g}, 0)-DP, user-level add/remove adjacency (per-user total capped at W={W:g})",
+        guarantee=guarantee,
+        formal_dp=public_W,
         laplace_scale=b,
         sensitivity=W,
         sensitivity_method="cap",
-        params={"W": W, "n_users": int(m.shape[0]), "vocabulary_size": int(V)},
+        params={"W": W if public_W else PAPER_RULE, "vocabulary_size": int(V)},
+        diagnostics=diagnostics,
     )
+    return warn_if_not_formal(rel)
 
 
 def laplace_public_sensitivity(capped: object) -> float:
@@ -110,20 +151,34 @@ def laplace_public_release(
     public_counts: object,
     *,
     epsilon: float,
-    W: float,
+    W: float | str,
+    sensitivity: str | float = "exact",
     keys: Sequence[str] | None = None,
     rng: RNGLike = None,
 ) -> Release:
     """Laplace + public baseline (§4.2, item 2): max(Σₙ wₙ(Δc̃ⁿ − α̃) + e + α̃, 0), normalised.
 
-    Per-user totals are capped at ``W`` first; e ~ Lap(Δ₁/ε) with Δ₁ the exact L1 sensitivity of
-    the weighted sum over removing each user (:func:`laplace_public_sensitivity`).
+    Per-user totals are capped at ``W`` first; e ~ Lap(Δ₁/ε). With ``sensitivity="exact"``
+    (default, the paper) Δ₁ is the exact L1 sensitivity of the weighted sum over removing each
+    user of THIS data (:func:`laplace_public_sensitivity`, a local sensitivity); with a number,
+    Δ₁ is that number.
 
-    Guarantee: ε-DP (δ = 0) with respect to removing any one user of the input (the paper's
-    adjacency); Δ₁ is computed on the input (a local sensitivity, as in the paper).
+    Guarantee: ε-DP (δ = 0) under user-level add/remove adjacency only with a number ``W`` and a
+    number ``sensitivity`` that bounds Δ₁ for every pair of neighbouring datasets — 2 always
+    does, since c/‖c‖₁ and α̃ are distributions (``formal_dp`` True). The default local Δ₁, or
+    ``W="paper-rule"``, reproduce the paper but are NOT formally DP (``formal_dp`` False,
+    PrivacyWarning; Δ₁ and the scale are in ``diagnostics``).
     """
     epsilon = check_positive("epsilon", epsilon)
-    W = check_positive("W", W)
+    if isinstance(sensitivity, str):
+        if sensitivity != "exact":
+            raise ValueError(f"sensitivity must be 'exact' or a number > 0 for laplace-public, got {sensitivity!r}")
+    elif isinstance(sensitivity, bool) or not isinstance(sensitivity, numbers.Real):
+        raise TypeError(f"sensitivity must be 'exact' or a number > 0, got {sensitivity!r}")
+    else:
+        sensitivity = check_positive("sensitivity", float(sensitivity))
+    n_users = int(_as_csr(user_counts).shape[0])
+    W, public_W = _resolve_W(W, n_users)
     m = cap_user_totals(user_counts, W)
     V = m.shape[1]
     key_tuple = keys_of(user_counts, keys, V)
@@ -133,30 +188,55 @@ def laplace_public_release(
     c = np.bincount(m.indices, weights=m.data, minlength=V)
     T = c.sum()
     f = (c / T - alpha_n) if T > 0 else np.zeros(V)
-    sens = laplace_public_sensitivity(m)
+    given = not isinstance(sensitivity, str)
+    sens = float(sensitivity) if given else laplace_public_sensitivity(m)
     b = laplace_scale(epsilon, sens)
     out = np.maximum(f + as_generator(rng).laplace(0.0, b, size=V) + alpha_n if b > 0 else f + alpha_n, 0.0)
-    return Release(
+    formal = given and public_W
+    params: dict[str, Any] = {"W": W if public_W else PAPER_RULE, "vocabulary_size": int(V)}
+    diagnostics: dict[str, Any] = {"n_users": n_users}
+    if given:
+        params["sensitivity_bound"] = sens
+    if not formal:
+        diagnostics.update(laplace_scale=b, sensitivity=sens)
+    if not public_W:
+        diagnostics["W"] = W
+    if formal:
+        guarantee = (
+            f"({epsilon:g}, 0)-DP, user-level add/remove adjacency, provided the given L1 sensitivity bounds the change "
+            f"of c/|c|_1 over every pair of datasets differing in one user (2 always does; per-user total capped at W={W:g})"
+        )
+    elif not given:
+        guarantee = f"nominal ({epsilon:g}, 0), user level, exact L1 sensitivity; " + LOCAL_SENSITIVITY_NOTE
+    else:
+        guarantee = (
+            f"nominal ({epsilon:g}, 0), user level; reproduces Ramadan et al. \u00a74.3: the cap W = max(1, |U|/1000) is "
+            "derived from this dataset's user count \u2014 NOT a formal differential-privacy guarantee"
+        )
+    if isinstance(public_counts, Vocabulary):
+        params["n"] = int(public_counts.n)
+    rel = Release(
         keys=key_tuple,
         probabilities=_normalise_or_uniform(out, "laplace_public_release"),
         mechanism="laplace-public",
         epsilon=epsilon,
         delta=0.0,
-        guarantee=(
-            f"({epsilon:g}, 0)-DP with respect to removing any one user of the input (user-level), with the exact "
-            "L1 sensitivity computed on the input (data-dependent noise scale)"
-        ),
+        guarantee=guarantee,
+        formal_dp=formal,
         laplace_scale=b,
         sensitivity=sens,
-        sensitivity_method="exact",
-        params={"W": W, "n_users": int(m.shape[0]), "vocabulary_size": int(V)},
+        sensitivity_method="given" if given else "exact",
+        params=params,
+        diagnostics=diagnostics,
     )
+    return warn_if_not_formal(rel)
 
 
 def k_anonymity_release(user_counts: object, *, K: int = 50, keys: Sequence[str] | None = None) -> Release:
     """k-anonymity baseline (§4.5): keep only n-grams used by at least ``K`` users, normalise.
 
-    Guarantee: NONE in the DP sense (deterministic; each released n-gram was used by >= K users).
+    Guarantee: NONE in the DP sense (deterministic; each released n-gram was used by >= K users):
+    ``formal_dp`` False and a PrivacyWarning.
     """
     K = check_int("K", K, minimum=1)
     m = _as_csr(user_counts)
@@ -165,15 +245,18 @@ def k_anonymity_release(user_counts: object, *, K: int = 50, keys: Sequence[str]
     N = users_per_ngram(m)
     c = np.bincount(m.indices, weights=m.data, minlength=V).astype(np.float64)
     kept = np.where(N >= K, c, 0.0)
-    return Release(
+    rel = Release(
         keys=key_tuple,
         probabilities=_normalise_or_uniform(kept, "k_anonymity_release"),
         mechanism="k-anonymity",
         epsilon=None,
         delta=None,
-        guarantee=f"no differential privacy: k-anonymity (every n-gram with non-zero mass was used by >= {K} users)",
-        params={"K": K, "kept": int((N >= K).sum()), "n_users": int(m.shape[0]), "vocabulary_size": int(V)},
+        guarantee=f"NOT differentially private: k-anonymity (every n-gram with non-zero mass was used by >= {K} users)",
+        formal_dp=False,
+        params={"K": K, "vocabulary_size": int(V)},
+        diagnostics={"kept": int((N >= K).sum()), "n_users": int(m.shape[0])},
     )
+    return warn_if_not_formal(rel)
 
 
 def public_release(public_counts: object, keys: Sequence[str]) -> Release:
@@ -187,20 +270,26 @@ def public_release(public_counts: object, keys: Sequence[str]) -> Release:
         epsilon=0.0,
         delta=0.0,
         guarantee="(0, 0)-DP: uses public data only",
+        formal_dp=True,
+        params={"vocabulary_size": len(keys)},
     )
 
 
 def private_release(user_counts: object, *, keys: Sequence[str] | None = None) -> Release:
-    """The private baseline of Table 1: the raw private distribution. NOT PRIVATE (reference only)."""
+    """The private baseline of Table 1: the raw private distribution. NOT PRIVATE (reference only;
+    ``formal_dp`` False and a PrivacyWarning)."""
     m = _as_csr(user_counts)
     V = m.shape[1]
     key_tuple = keys_of(user_counts, keys, V)
     c = np.bincount(m.indices, weights=m.data, minlength=V).astype(np.float64)
-    return Release(
+    rel = Release(
         keys=key_tuple,
         probabilities=_normalise_or_uniform(c, "private_release"),
         mechanism="private",
         epsilon=None,
         delta=None,
         guarantee="NOT PRIVATE: the exact private distribution (an evaluation reference only)",
+        formal_dp=False,
+        diagnostics={"n_users": int(m.shape[0])},
     )
+    return warn_if_not_formal(rel)

@@ -11,19 +11,25 @@ to the L2 sensitivity ‖Δμ_ps‖₂ = ρ·γ, with γ the exact brute-force s
 (:mod:`deniable.ngrams.sensitivity`), by the analytic Gaussian mechanism (default, valid for every
 ε) or the paper's classic formula (valid for ε < 1 only).
 
-Guarantee. With ``sensitivity="exact"`` or ``"claim1"`` the release is (ε, δ)-DP with respect to
-*removing any one user of the input* (the paper's user-level adjacency D vs D₋ₙ, §2.1), given the
-sensitivity computed on that input — as in the paper, σ is data dependent (a local-sensitivity
-calibration), so adding an arbitrary new user is not covered. With ``sensitivity=<number>`` that
-is a bound on γ over all pairs of datasets differing in one user (added or removed), the release
-is (ε, δ)-DP under user-level add/remove adjacency. The n-gram vocabulary and α are public.
+Guarantee. Formal (ε, δ)-DP under user-level add/remove adjacency (one user's whole data) holds
+only with ``sensitivity=<number>``: a caller-supplied bound on ‖Δ(w⊙x̂)‖₂ over EVERY pair of
+datasets differing in one user, so that σ does not depend on the data (and a valid calibration:
+"analytic", or "classic" with ε < 1). The n-gram vocabulary and α are public.
+
+With ``sensitivity="exact"`` (default) or ``"claim1"`` the release reproduces the paper: γ is
+computed on the input (the maximum over removing each of its users, or Claim 1's bound, which is
+also a function of the input), i.e. a LOCAL sensitivity. σ then differs between D and D₋ₙ, so it
+is not (ε, δ)-DP in the formal sense, not even for removal only: ``formal_dp`` is False, the
+release says so (:data:`~deniable.ngrams.release.LOCAL_SENSITIVITY_NOTE`), a
+:class:`~deniable.errors.PrivacyWarning` is emitted, and γ, σ and the user count are kept in
+``Release.diagnostics`` (never written to release files).
 """
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,10 +39,10 @@ from .._random import RNGLike, as_generator
 from .._validation import check_positive, check_unit_interval
 from .counting import Vocabulary, _as_csr, clamp_counts, keys_of
 from .gaussian import CALIBRATIONS, calibrate_sigma
-from .release import Release
+from .release import LOCAL_SENSITIVITY_NOTE, Release, warn_if_not_formal
 from .sensitivity import LogCountStats, claim1_bound, exact_sensitivity, log_count_stats
 
-__all__ = ["prior_mean", "public_vector", "BayesianPlan", "prepare_bayesian", "bayesian_dp", "SENSITIVITY_METHODS"]
+__all__ = ["prior_mean", "public_vector", "BayesianPlan", "prepare_bayesian", "bayesian_dp", "SENSITIVITY_METHODS", "is_formal", "guarantee_text"]
 
 SENSITIVITY_METHODS = ("exact", "claim1")
 
@@ -81,16 +87,28 @@ def _check_sensitivity(sensitivity: object) -> str | float:
     return v
 
 
-def guarantee_text(epsilon: float, delta: float, method: str) -> str:
+def is_formal(method: str, calibration: str, epsilon: float) -> bool:
+    """Whether Algorithm 1 with this sensitivity method and calibration is formally (ε, δ)-DP.
+
+    Only a caller-given global sensitivity bound gives a data-independent σ; the classic
+    calibration is proven for ε < 1 only (Dwork & Roth, Theorem A.1).
+    """
+    return method == "given" and (calibration == "analytic" or epsilon < 1)
+
+
+def guarantee_text(epsilon: float, delta: float, method: str, calibration: str = "analytic") -> str:
+    """One line stating the guarantee of Algorithm 1 for a sensitivity ``method``."""
     if method == "given":
+        if not is_formal(method, calibration, epsilon):
+            return (
+                f"nominal ({epsilon:g}, {delta:g}), given sensitivity bound, but the classic Gaussian calibration is not "
+                "proven for epsilon >= 1 — NOT a formal differential-privacy guarantee"
+            )
         return (
-            f"({epsilon:g}, {delta:g})-DP, user-level adjacency (add or remove one user), provided the given "
-            "sensitivity bounds the change of w*xhat over every such pair of datasets"
+            f"({epsilon:g}, {delta:g})-DP, user-level add/remove adjacency, provided the given sensitivity bounds the "
+            "change of w*xhat (L2) over every pair of datasets differing in one user"
         )
-    return (
-        f"({epsilon:g}, {delta:g})-DP with respect to removing any one user of the input (user-level, the paper's "
-        f"adjacency D vs D_-n), with the {method} sensitivity computed on the input (data-dependent noise scale)"
-    )
+    return f"nominal ({epsilon:g}, {delta:g}), user level, {method} sensitivity; " + LOCAL_SENSITIVITY_NOTE
 
 
 @dataclass(frozen=True)
@@ -98,7 +116,8 @@ class BayesianPlan:
     """Everything Algorithm 1 computes before sampling: the mean μ_ps and the noise σ.
 
     ``sample`` draws log-probabilities log softmax(h), h ~ N(μ_ps, σ²I); ``release`` wraps one
-    draw in a :class:`Release`. Re-sampling the same plan is how repeated releases (e.g. the
+    draw in a :class:`Release` (emitting a :class:`~deniable.errors.PrivacyWarning` when it is not
+    formally DP). ``sigma`` and ``gamma`` are data dependent unless the sensitivity was given. Re-sampling the same plan is how repeated releases (e.g. the
     membership-inference experiment of §5) are made without recomputing the sensitivity.
     """
 
@@ -111,6 +130,12 @@ class BayesianPlan:
     calibration: str
     sensitivity_method: str
     params: dict[str, Any]
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def formal_dp(self) -> bool:
+        """True only for a caller-given global sensitivity bound (see :func:`is_formal`)."""
+        return is_formal(self.sensitivity_method, self.calibration, self.epsilon)
 
     def sample(self, rng: RNGLike = None, size: int | None = None) -> np.ndarray:
         """Log-probabilities of ``size`` releases (shape (size, |V|); (|V|,) when ``size`` is None)."""
@@ -120,22 +145,30 @@ class BayesianPlan:
         return h - logsumexp(h, axis=-1, keepdims=True)
 
     def release(self, rng: RNGLike = None) -> Release:
+        """One draw as a :class:`Release`; warns (PrivacyWarning) unless ``formal_dp``."""
         logp = self.sample(rng)
         p = np.exp(logp)
         p /= p.sum()
-        return Release(
+        formal = self.formal_dp
+        diagnostics = dict(self.diagnostics)
+        if not formal:
+            diagnostics.update(sigma=self.sigma, sensitivity=self.rho * self.gamma)
+        rel = Release(
             keys=self.keys,
             probabilities=p,
             mechanism="bayesian",
             epsilon=self.epsilon,
             delta=self.delta,
-            guarantee=guarantee_text(self.epsilon, self.delta, self.sensitivity_method),
+            guarantee=guarantee_text(self.epsilon, self.delta, self.sensitivity_method, self.calibration),
+            formal_dp=formal,
             sigma=self.sigma,
             calibration=self.calibration,
             sensitivity=self.rho * self.gamma,
             sensitivity_method=self.sensitivity_method,
             params=dict(self.params),
+            diagnostics=diagnostics,
         )
+        return warn_if_not_formal(rel)
 
     @property
     def rho(self) -> float:
@@ -189,8 +222,15 @@ def prepare_bayesian(
         method_name = "given"
     mu = rho * r + (1.0 - rho) * prior_mean(alpha)
     sigma = calibrate_sigma(epsilon, delta, rho * gamma, calibration)
-    params = {"S": S, "rho": rho, "C": C, "n_users": int(m.shape[0]), "vocabulary_size": int(cols), "gamma": gamma}
-    return BayesianPlan(key_tuple, mu, sigma, gamma, epsilon, delta, calibration, method_name, params)
+    params: dict[str, Any] = {"S": S, "rho": rho, "C": C, "vocabulary_size": int(cols)}
+    diagnostics: dict[str, Any] = {"n_users": int(m.shape[0])}
+    if method_name == "given":
+        params["sensitivity_bound"] = gamma  # public: supplied by the caller
+    else:
+        diagnostics["gamma"] = gamma  # local sensitivity: a function of the data
+    if isinstance(public_counts, Vocabulary):
+        params["n"] = int(public_counts.n)
+    return BayesianPlan(key_tuple, mu, sigma, gamma, epsilon, delta, calibration, method_name, params, diagnostics)
 
 
 def bayesian_dp(
@@ -209,9 +249,11 @@ def bayesian_dp(
 ) -> Release:
     """Algorithm 1 (BayesianDP): release softmax(h), h ~ N(ρ·w⊙x̂ + (1−ρ)·μ_p, σ²I).
 
-    Guarantee: (ε, δ)-DP, user level; see the module docstring for the exact adjacency covered by
-    each ``sensitivity`` choice. Private n-grams outside the public vocabulary cannot appear: the
-    columns are the public vocabulary.
+    Guarantee: (ε, δ)-DP under user-level add/remove adjacency ONLY with ``sensitivity=<number>``
+    (a global bound; ``formal_dp`` True). The default ``"exact"`` and ``"claim1"`` reproduce the
+    paper with a local sensitivity: NOT formally DP (``formal_dp`` False, PrivacyWarning; see the
+    module docstring). Private n-grams outside the public vocabulary cannot appear: the columns
+    are the public vocabulary.
 
     Parameters
     ----------
@@ -220,16 +262,18 @@ def bayesian_dp(
     public_counts : α — a :class:`Vocabulary`, an array aligned with the columns, or a mapping.
     epsilon, delta : privacy parameters of the Gaussian mechanism.
     S, rho, C : decay weight slope (Equation 5), private/public weighting ρ, per-user clamp C.
-    sensitivity : "exact" (default; the brute-force maximum, O(nnz)), "claim1" (Claim 1's bound),
-        or a number (a bound on ‖Δ(w⊙x̂)‖₂ supplied by the caller).
+    sensitivity : "exact" (default; the brute-force maximum over this data's users, O(nnz);
+        local), "claim1" (Claim 1's bound on this data; local), or a number (a global bound on
+        ‖Δ(w⊙x̂)‖₂ over all add/remove-one-user pairs, supplied by the caller; formal DP).
     calibration : "analytic" (default; Balle & Wang 2018) or "classic" (paper; ε < 1 only).
     keys : column keys when ``user_counts`` is a bare matrix.
     rng : Generator, seed or None.
 
     Returns
     -------
-    Release with ``sigma``, ``calibration``, ``sensitivity`` (= ρ·γ, the L2 sensitivity of μ_ps)
-    and ``params`` (S, ρ, C, γ, sizes).
+    Release with ``sigma``, ``calibration``, ``sensitivity`` (= ρ·γ, the L2 sensitivity of μ_ps),
+    ``formal_dp``, ``guarantee``, public ``params`` (S, ρ, C, |V|, n, the given bound) and
+    ``diagnostics`` (user count, local γ and σ; not privatized, never written).
     """
     plan = prepare_bayesian(
         user_counts,

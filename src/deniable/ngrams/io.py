@@ -10,6 +10,9 @@ Outputs (written atomically: a temporary file in the same folder renamed over th
   counts α, user ids, n.
 * release ``.tsv``: ``# deniable-ngrams-release {json metadata}`` then ``ngram<TAB>probability``;
   ``.parquet``: columns ngram, probability, the metadata JSON in the schema metadata (pyarrow).
+  The metadata is :meth:`Release.metadata`: data-independent values only (ε, δ, mechanism, public
+  parameters, vocabulary size, ``formal_dp``, the guarantee line, library version). The
+  data-dependent ``Release.diagnostics`` are never written.
 """
 
 from __future__ import annotations
@@ -222,7 +225,11 @@ def load_counts(path: str | os.PathLike[str]) -> tuple[UserCounts, Vocabulary]:
 
 
 def write_release(path: str | os.PathLike[str], release: Release, *, fmt: str | None = None) -> None:
-    """Write a release as TSV (metadata in a ``#`` header line) or Parquet, atomically."""
+    """Write a release as TSV (metadata in a ``#`` header line) or Parquet, atomically.
+
+    Only :meth:`Release.metadata` (data-independent) is written, never ``release.diagnostics``:
+    values such as the user count or a local sensitivity are not covered by any guarantee.
+    """
     kind = detect_format(path, fmt)
     meta = release.metadata()
     if kind == "tsv":

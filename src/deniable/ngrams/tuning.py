@@ -1,4 +1,4 @@
-"""Algorithm 2 (EndToEndDP): private choice of (S, ρ) by report-noisy-min, then Algorithm 1.
+"""Algorithm 2 (EndToEndDP): choice of (S, ρ) by report-noisy-min, then Algorithm 1 (not formal DP: local scales).
 
 Users are split at random into a training set U₂ (default 90 %) and a validation set U₁ (10 %)
 (§4.3). For each candidate (S_k, ρ_k) the Bayesian mean μ_k is computed from U₂ and scored against
@@ -21,6 +21,11 @@ vectors). The printed Claim 2 uses ρ‖c₁‖₂‖Δμ_ps‖₂ instead: its 
 of the log-partition term's derivative, which could under-noise the selection, so it is not used.
 As in the paper the maxima are over the users of the input (local sensitivities);
 |Δq| = the maximum over candidates and both terms.
+
+Guarantee. Both the selection noise and the release's σ are calibrated to local sensitivities of
+the input, so Algorithm 2 reproduces the paper but is NOT a formal (ε, δ)-DP guarantee:
+``formal_dp`` is False and a PrivacyWarning is emitted. The chosen (S, ρ), γ, σ, |Δq| and the
+split sizes are kept in ``Release.diagnostics`` (never written to release files).
 """
 
 from __future__ import annotations
@@ -34,14 +39,13 @@ from .._random import RNGLike, as_generator
 from .._validation import check_int, check_positive, check_unit_interval
 from .bayesian import (
     _check_sensitivity,
-    guarantee_text,
     prior_mean,
     public_vector,
     weighted_log_counts,
 )
 from .counting import _as_csr, clamp_counts, keys_of
 from .gaussian import CALIBRATIONS, calibrate_sigma, laplace_scale
-from .release import Release
+from .release import LOCAL_SENSITIVITY_NOTE, Release, warn_if_not_formal
 from .sensitivity import LogCountStats, claim1_bound, decay_weights, log_count_stats, per_user_sensitivity, support_terms
 
 __all__ = ["DEFAULT_S_GRID", "DEFAULT_RHO_GRID", "report_noisy_min", "cross_entropy_scores", "end_to_end_dp"]
@@ -169,10 +173,12 @@ def end_to_end_dp(
 ) -> Release:
     """Algorithm 2 (EndToEndDP). Returns the final Algorithm 1 release on the training users.
 
-    Guarantee: (ε, δ)-DP in total (ε_release = (1 − tune_fraction)·ε for the Gaussian release,
-    ε_tune = tune_fraction·ε for the selection; basic composition), user level, with respect to
-    removing any one user of the input — the sensitivities are computed on the input as in the
-    paper (local). Only the chosen (S, ρ) and the final sample are released, never the scores.
+    Guarantee: NOT a formal DP guarantee (``formal_dp`` False, PrivacyWarning). The budget is
+    split as in the paper (ε_release = (1 − tune_fraction)·ε for the Gaussian release,
+    ε_tune = tune_fraction·ε for the selection; basic composition, nominal (ε, δ) in total), but
+    both noise scales are calibrated to local sensitivities computed on the input. Only the final
+    sample and the public parameters are published; the chosen (S, ρ), γ, σ, |Δq| and the split
+    sizes are in ``diagnostics``, never the scores.
 
     Parameters
     ----------
@@ -268,38 +274,49 @@ def end_to_end_dp(
     logp_out = h - logsumexp(h)
     p = np.exp(logp_out)
     p /= p.sum()
-    guarantee = guarantee_text(epsilon, delta, method) + (
-        f"; composed of the Gaussian release at epsilon={eps_release:g} and report-noisy-min tuning at "
-        f"epsilon={eps_tune:g}"
+    guarantee = (
+        f"nominal ({epsilon:g}, {delta:g}) in total (Gaussian release at epsilon={eps_release:g}, report-noisy-min "
+        f"tuning at epsilon={eps_tune:g}), user level, {method} sensitivity; " + LOCAL_SENSITIVITY_NOTE
     )
-    return Release(
+    rel = Release(
         keys=key_tuple,
         probabilities=p,
         mechanism="bayesian-tuned",
         epsilon=epsilon,
         delta=delta,
         guarantee=guarantee,
+        formal_dp=False,
         sigma=sigma,
         laplace_scale=laplace_scale(eps_tune, 2.0 * dq),
         calibration=calibration,
         sensitivity=rho_star * gamma_star,
         sensitivity_method=method,
         params={
-            "S": S_star,
-            "rho": rho_star,
             "C": C,
-            "gamma": gamma_star,
             "epsilon_release": eps_release,
             "epsilon_tune": eps_tune,
-            "tuning_sensitivity": dq,
+            "tune_fraction": tune_fraction,
+            "validation_fraction": validation_fraction,
             "score": score,
             "n_noise_draws": int(n_noise_draws) if score == "expected" else 0,
-            "tuning_sensitivity_validation": dq_val,
-            "tuning_sensitivity_train": dq_train,
             "S_grid": list(S_values),
             "rho_grid": list(rho_values),
-            "n_train_users": int(train_rows.size),
-            "n_validation_users": int(val_rows.size),
             "vocabulary_size": int(V),
         },
+        diagnostics={
+            # the selection noise is calibrated to a local |Δq|, so even the choice is not DP
+            "S": S_star,
+            "rho": rho_star,
+            "gamma": gamma_star,
+            "sigma": sigma,
+            "sensitivity": rho_star * gamma_star,
+            "laplace_scale": laplace_scale(eps_tune, 2.0 * dq),
+            "tuning_sensitivity": dq,
+            "tuning_sensitivity_validation": dq_val,
+            "tuning_sensitivity_train": dq_train,
+            "n_users": int(n_users),
+            "n_train_users": int(train_rows.size),
+            "n_validation_users": int(val_rows.size),
+        },
     )
+    return warn_if_not_formal(rel)

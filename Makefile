@@ -17,8 +17,8 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	@mkdir -p build
-	$(BIN)/deniable privatize examples/sample.txt -o build/sample.private.txt -m madlib -e 15 --seed 0
-	@echo; echo "Madlib, epsilon=15, bundled GloVe embedding, seed 0 (written to build/sample.private.txt):"; echo
+	$(BIN)/deniable privatize examples/sample.txt -o build/sample.private.txt -m madlib -e 10 --seed 0
+	@echo; echo "Madlib, epsilon=10, bundled GloVe embedding, seed 0; choose your epsilon with deniable calibrate (written to build/sample.private.txt):"; echo
 	@awk 'NR==FNR { src[FNR] = $$0; next } { print "  input:   " src[FNR]; print "  private: " $$0; print "" }' \
 		examples/sample.txt build/sample.private.txt
 

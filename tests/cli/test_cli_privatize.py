@@ -130,7 +130,8 @@ def test_bad_input_is_exit_1_with_one_line(tmp_path, content, message):
         (["-m", "laplace", "-e", "1"], "unknown mechanism 'laplace'"),
         (["-m", "mahalanobis", "-e", "1", "--param", "lam=2"], "lam must be in"),
         (["-m", "madlib", "-e", "1", "--param", "nonsense"], "expected KEY=VALUE"),
-        (["-m", "madlib", "-e", "1", "--param", "lamda=0.5"], "invalid parameters"),
+        (["-m", "madlib", "-e", "1", "--param", "lamda=0.5"], "unknown parameter(s) lamda for madlib; known: index, batch_size"),
+        (["-m", "madlib", "-e", "1e-300"], "too small"),
         (["-m", "madlib"], "Missing option"),
     ],
 )
@@ -204,3 +205,38 @@ def test_case_option(tmp_path):
     src.write_text("The CAT\n")
     r = run("privatize", str(src), "-m", "madlib", "-e", "1e6", "--case", "lower")
     assert r.stdout == "the cat\n"
+
+
+def test_unterminated_csv_quote_is_data_error(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text('id,text\n1,"unterminated\n')
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 1 and "invalid CSV" in r.output
+
+
+def test_brr_bundle_as_embedding(tmp_path):
+    bundle = tmp_path / "v.brr"
+    assert run("export", "brr", "-o", str(bundle)).exit_code == 0
+    src = tmp_path / "in.txt"
+    src.write_text("the cat sat\n")
+    r = run("privatize", str(src), "-m", "brr", "-e", "2", "--embedding", str(bundle), "--seed", "0")
+    assert r.exit_code == 0, r.output
+    assert len(r.stdout.split()) == 3 and all_in_vocab(r.stdout)
+    r = run("privatize", str(src), "-m", "madlib", "-e", "2", "--embedding", str(bundle))
+    assert r.exit_code == 2 and "works only with -m brr" in r.output
+
+
+def test_stray_errors_and_warnings_are_one_line(tmp_path, capfd):
+    """Through the real entry point: a warning is one 'warning:' line, an error one 'Error:' line."""
+    import subprocess
+    import sys
+
+    emb = tmp_path / "e.txt"
+    emb.write_text("a 1 2\nb 3 4\na 5 6\n")  # duplicate word -> DeniableWarning
+    src = tmp_path / "in.txt"
+    src.write_text("a b\n")
+    exe = [sys.executable, "-c", "from deniable.cli.main import main; main()"]
+    p = subprocess.run(exe + ["privatize", str(src), "-m", "madlib", "-e", "1", "--embedding", str(emb)], capture_output=True, text=True)
+    assert p.returncode == 0
+    assert p.stderr.startswith("warning: ") and "duplicate" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

@@ -8,7 +8,9 @@ malformed input), each reported as one line on stderr.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import warnings
 from typing import Any
 
 import click
@@ -48,14 +50,18 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except DataError as exc:
             raise click.ClickException(str(exc)) from None
-        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            raise click.ClickException(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)) from None
+        except (ValueError, TypeError, ImportError) as exc:
+            # One readable line instead of a traceback; DENIABLE_DEBUG=1 shows the traceback.
+            if os.environ.get("DENIABLE_DEBUG") == "1":
+                raise
+            raise click.ClickException(str(exc)) from None
 
 
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings reach CLI users as one line, without source locations."""
+    print(f"warning: {message}", file=sys.stderr if file is None else file)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,6 +76,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
+    warnings.showwarning = _one_line_warning
     cli.main(args=argv, prog_name="deniable")
 
 

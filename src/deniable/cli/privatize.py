@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import math
 import sys
@@ -54,16 +55,46 @@ def _detect_format(path: str) -> str:
     return "txt"
 
 
+def _load_vocabulary(path: str | None, limit: int | None):
+    """An :class:`Embedding`, or a :class:`BinaryEmbedding` for a BRR bundle (``deniable export brr``)."""
+    from ..embeddings import load_embedding
+
+    if path is not None:
+        from ..brr_runtime import MAGIC
+
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) == MAGIC:
+                from ..binary import BinaryEmbedding
+
+                if limit is not None:
+                    raise click.BadParameter("--limit does not apply to a BRR bundle", param_hint="--limit")
+                return BinaryEmbedding.load(path)
+    return load_embedding(path, limit=limit)
+
+
+def _known_parameters(cls) -> list[str]:
+    sig = inspect.signature(cls.__init__)
+    return [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY and n != "epsilon"]
+
+
 def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool = True):
     """Load the embedding and construct the mechanism, mapping errors to CLI exit codes."""
-    from ..embeddings import load_embedding
-    from ..mechanisms.registry import available_mechanisms, get_mechanism
+    from ..binary import BinaryEmbedding
+    from ..mechanisms.registry import _resolve, available_mechanisms, get_mechanism
 
     if name not in available_mechanisms():
         raise click.BadParameter(f"unknown mechanism {name!r}; known: {', '.join(available_mechanisms())}", param_hint="-m/--mechanism")
-    embedding = load_embedding(embedding_path, limit=limit)
+    cls = _resolve(name)
+    unknown = sorted(set(params) - set(_known_parameters(cls)))
+    if unknown:
+        raise click.BadParameter(
+            f"unknown parameter(s) {', '.join(unknown)} for {name}; known: {', '.join(_known_parameters(cls)) or 'none'}", param_hint="--param"
+        )
+    vocabulary = _load_vocabulary(embedding_path, limit)
+    if isinstance(vocabulary, BinaryEmbedding) and name != "brr":
+        raise click.BadParameter(f"{embedding_path} is a BRR bundle; it works only with -m brr", param_hint="--embedding")
     try:
-        mech = get_mechanism(name, embedding, epsilon=epsilon, **params)
+        mech = get_mechanism(name, vocabulary, epsilon=epsilon, **params)
     except DataError:
         raise
     except (TypeError, ValueError) as exc:
@@ -119,7 +150,7 @@ def _csv_lines(f, path: str, bar) -> Iterator[str]:
 
 def _read_csv(f, path: str, bar, column: str, header_out: list[list[str]], others: set[str]) -> Iterator[tuple[int, str, Any]]:
     csv.field_size_limit(sys.maxsize)
-    reader = csv.reader(_csv_lines(f, path, bar))
+    reader = csv.reader(_csv_lines(f, path, bar), strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -221,8 +252,8 @@ def _privatized_counts(mechanism, texts: list[str], oov: str) -> list[int]:
 @click.option("-m", "--mechanism", required=True, help="Mechanism name: madlib, mahalanobis, tem, brr.")
 @click.option("-e", "--epsilon", required=True, type=float, callback=_positive_epsilon, help="Privacy parameter epsilon > 0 (per unit of the mechanism's metric).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
-@click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz); default: the bundled GloVe 840B 300d.")
-@click.option("--embedding-limit", type=click.IntRange(min=1), help="Use only the first N words of the embedding.")
+@click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz), or a BRR bundle for -m brr; default: the bundled GloVe 840B 300d.")
+@click.option("--limit", "--embedding-limit", "embedding_limit", type=click.IntRange(min=1), help="Use only the first N words of the embedding.")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed for reproducible experiments (default: fresh OS entropy).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: from the file name; txt otherwise).")
 @click.option("--column", default="text", show_default=True, help="Field (jsonl) or column (csv) holding the text.")

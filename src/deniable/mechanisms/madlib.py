@@ -56,6 +56,9 @@ class Madlib(EmbeddingMechanism):
 
     def __init__(self, embedding: Any, *, epsilon: float, index: str | SearchIndex = "exact", batch_size: int = 8192) -> None:
         super().__init__(embedding, epsilon=epsilon)
+        if self.embedding.dim / self.epsilon > 1e30:
+            # the noise magnitude (mean d/ε) would overflow float32 and every output would be arbitrary
+            raise ValueError(f"epsilon={epsilon!r} is too small for this {self.embedding.dim}-dimensional embedding (noise would overflow float32); use epsilon >= {self.embedding.dim / 1e30:.3g}")
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self._index_spec = index if isinstance(index, str) else type(index).__name__
         self.index = make_index(index, self.embedding.vectors)

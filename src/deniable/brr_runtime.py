@@ -260,17 +260,30 @@ def load_bundle(path) -> Bundle:
 
 
 def _main(argv=None) -> int:
+    """Script entry: 0 on success, 2 for bad arguments, 1 for a bad bundle or input; errors are
+    one ``error: ...`` line on stderr."""
     import argparse
 
     ap = argparse.ArgumentParser(description="Privatize stdin with a BRR bundle (metric DP, Hamming distance).")
     ap.add_argument("bundle")
     ap.add_argument("--epsilon", type=float, required=True)
     ap.add_argument("--seed", type=int, default=None)
-    args = ap.parse_args(argv)
+    args = ap.parse_args(argv)  # exits 2 on usage errors
+    try:
+        flip_probability(args.epsilon)
+    except ValueError as exc:
+        print(f"error: --epsilon: {exc}", file=sys.stderr)
+        return 2
+    if args.seed is not None and args.seed < 0:
+        print(f"error: --seed must be an integer >= 0, got {args.seed}", file=sys.stderr)
+        return 2
     try:
         bundle = load_bundle(args.bundle)
-    except (OSError, BundleError) as exc:
+    except BundleError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {args.bundle}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     try:
         text = sys.stdin.buffer.read().decode("utf-8")

@@ -111,3 +111,27 @@ def test_validation():
         RandomProjectionBinarizer(4).encode(emb.vectors)
     with pytest.raises(ValueError, match="same words"):
         nn_overlap(emb, BinaryEmbedding.from_bits(["a", "b"], np.zeros((2, 3), bool)))
+
+
+def _plain_emb(n, dim, seed=0):
+    vecs = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return Embedding([f"w{i}" for i in range(n)], vecs)
+
+
+def test_itq_bits_bounded_by_words_and_dimension():
+    assert ITQBinarizer.max_bits(2, 300) == 2 and ITQBinarizer.max_bits(4, 3) == 3
+    # fewer words than bits: was a matmul shape error, now names n_bits, n_words, dim and the fix
+    with pytest.raises(ValueError, match=r"n_bits <= min\(n_words, dim\) = 2, got n_bits=256 \(n_words=2, dim=300\).*random-projection"):
+        binarize(_plain_emb(2, 300), n_bits=256, method="itq")
+    with pytest.raises(ValueError, match=r"= 3, got n_bits=4 \(n_words=10, dim=3\)"):
+        binarize(_plain_emb(10, 3), n_bits=4, method="itq")
+    be = binarize(_plain_emb(2, 300), n_bits=2, method="itq")  # exactly at the bound works
+    assert be.n_bits == 2 and len(be) == 2
+
+
+def test_binarizers_need_two_words_and_others_have_no_bit_bound():
+    for method in ("itq", "random-projection", "autoencoder"):
+        with pytest.raises(ValueError, match="at least 2 words.*n_words=1"):
+            binarize(_plain_emb(1, 5), n_bits=2, method=method)
+    be = binarize(_plain_emb(3, 2), n_bits=40, method="random-projection")
+    assert be.n_bits == 40

@@ -127,3 +127,32 @@ def test_runtime_script(tmp_path):
     bad.write_bytes(b"nonsense")
     r = subprocess.run([sys.executable, str(app / "brr_runtime.py"), str(bad), "--epsilon", "1"], capture_output=True, text=True)
     assert r.returncode == 1 and "truncated" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "needle"),
+    [
+        (["--epsilon", "0"], 2, "epsilon"),
+        (["--epsilon", "nan"], 2, "epsilon"),
+        (["--epsilon", "1", "--seed", "-1"], 2, "--seed"),
+        (["--epsilon", "x"], 2, "invalid float"),  # argparse's own usage error
+    ],
+)
+def test_runtime_main_bad_arguments_exit_2_one_line(tmp_path, capsys, extra, code, needle):
+    _, path = _bundle(tmp_path, n=5)
+    if extra[1] == "x":
+        with pytest.raises(SystemExit) as info:
+            brr_runtime._main([str(path), *extra])
+        rc = info.value.code
+    else:
+        rc = brr_runtime._main([str(path), *extra])
+    err = capsys.readouterr().err
+    assert rc == code and needle in err and "Traceback" not in err
+    if extra[1] != "x":
+        assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_runtime_main_missing_bundle_exit_1(tmp_path, capsys):
+    rc = brr_runtime._main([str(tmp_path / "none.brr"), "--epsilon", "1"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("error: ") and "none.brr" in err and err.count("\n") == 1

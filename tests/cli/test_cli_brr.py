@@ -77,3 +77,75 @@ def test_privacy_ratio_errors():
     assert r.exit_code == 2
     r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "brr", "--limit", "50", "-e", "-1"])
     assert r.exit_code == 2 and "epsilon" in r.output
+
+
+def _one_line_error(res) -> str:
+    assert "Traceback" not in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, res.output
+    return errors[0]
+
+
+@pytest.fixture
+def tiny_file(tmp_path):
+    p = tmp_path / "tiny.txt"
+    p.write_text("a 1 0 0\nb 0 1 0\nc 0 0 1\nd 1 1 0\n")
+    return p
+
+
+def test_export_too_few_words_is_a_usage_error(tmp_path):
+    out = tmp_path / "x.brr"
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(out), "--limit", "1"])
+    assert res.exit_code == 2 and "at least 2 words" in _one_line_error(res) and "--limit" in res.output
+    # ITQ on 2 words: n_bits is bounded by min(words, dim), not by the dimension alone
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(out), "--limit", "2"])
+    line = _one_line_error(res)
+    assert res.exit_code == 2 and "min(words, dimension) = 2" in line and "--bits 2" in line and "random-projection" in line
+    assert not out.exists()
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(out), "--embedding-limit", "2", "--bits", "2"])
+    assert res.exit_code == 0, res.output
+    assert BinaryEmbedding.load(out).n_bits == 2
+
+
+def test_export_one_word_file_is_a_data_error(tmp_path):
+    one = tmp_path / "one.txt"
+    one.write_text("a 1 0 0\n")
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(tmp_path / "x.brr"), "--embedding", str(one), "--method", "random-projection", "--bits", "4"])
+    assert res.exit_code == 1 and "one.txt" in _one_line_error(res)
+
+
+def test_export_refuses_stdout_and_missing_folder(tmp_path, tiny_file):
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", "-", "--embedding", str(tiny_file), "--bits", "2"])
+    assert res.exit_code == 2 and "stdout" in _one_line_error(res)
+    assert res.stdout_bytes == b""  # nothing binary reached the terminal
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(tmp_path / "no" / "x.brr"), "--embedding", str(tiny_file), "--bits", "2"])
+    assert res.exit_code == 2 and "does not exist" in _one_line_error(res)
+    assert "binarizing" not in res.output  # rejected before any work
+
+
+@pytest.mark.filterwarnings("ignore::deniable.errors.DeniableWarning")  # "binarizing ... takes a while"
+def test_privacy_ratio_brr_on_a_tiny_embedding(tiny_file):
+    res = CliRunner().invoke(cli, ["privacy-ratio", "tem", "brr", "-e", "1", "--embedding", str(tiny_file)])
+    line = _one_line_error(res)
+    assert res.exit_code == 2 and "n_words=4, dim=3" in line and "--param n_bits=3" in line and "--binary" in line
+    res = CliRunner().invoke(cli, ["privacy-ratio", "tem", "brr", "-e", "1", "--embedding", str(tiny_file), "--param", "n_bits=3", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["mechanism_b"]["metric"] == "hamming" and data["params"] == {"n_bits": 3}
+
+
+def test_privacy_ratio_param_and_limit_alias(glove_file):
+    base = ["privacy-ratio", "madlib", "mahalanobis", "--embedding", str(glove_file), "-e", "1", "--json"]
+    a = CliRunner().invoke(cli, [*base, "--param", "lam=0.2", "--embedding-limit", "30"])
+    b = CliRunner().invoke(cli, [*base, "--lam", "0.2", "--limit", "30"])
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    ra, rb = json.loads(a.stdout), json.loads(b.stdout)
+    assert ra["ratio"] == rb["ratio"] and ra["mechanism_a"]["n_words"] == 30
+    c = CliRunner().invoke(cli, [*base, "--param", "lam=0.9"])
+    assert json.loads(c.stdout)["ratio"] != ra["ratio"]  # the parameter reaches the mechanism
+    res = CliRunner().invoke(cli, [*base, "--param", "n_bits=3"])
+    assert res.exit_code == 2 and "known: lam (mahalanobis)" in _one_line_error(res)
+    res = CliRunner().invoke(cli, [*base, "--param", "lam=0.3", "--lam", "0.2"])
+    assert res.exit_code == 2 and "conflicts" in _one_line_error(res)
+    res = CliRunner().invoke(cli, [*base, "--param", "lam=2"])
+    assert res.exit_code == 2 and "lam must be in [0, 1]" in _one_line_error(res)

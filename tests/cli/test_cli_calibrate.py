@@ -102,3 +102,83 @@ def test_json_to_stdout_is_pure_json(emb_path):
                                    "--draws", "10", "--seed", "2", "--json", "-", "--no-progress"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["parameters"]["seed"] == 2
+
+
+def _one_line_error(res) -> str:
+    assert "Traceback" not in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, res.output
+    return errors[0]
+
+
+BASE = ["calibrate", "--words", "3", "--draws", "5", "--epsilons", "2"]
+
+
+@pytest.mark.parametrize("option", ["--report", "--json"])
+def test_bad_output_paths_rejected_before_computing(tmp_path, emb_path, option):
+    target = str(tmp_path / "nonexist" / "r.out")
+    res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, option, target, "--progress"])
+    assert res.exit_code == 2 and "does not exist" in _one_line_error(res)
+    assert "calibrate:" not in res.stderr  # the forced progress bar never started: nothing ran
+    res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, option, str(tmp_path)])
+    assert res.exit_code == 2 and "directory" in _one_line_error(res)
+
+
+def test_report_to_stdout_is_refused(emb_path):
+    res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, "--report", "-"])
+    assert res.exit_code == 2 and "stdout" in _one_line_error(res)
+
+
+def test_unknown_param_lists_known_names(emb_path):
+    res = CliRunner().invoke(cli, [*BASE, "-m", "mahalanobis", "--embedding", emb_path, "--param", "lambda=0.5"])
+    line = _one_line_error(res)
+    assert res.exit_code == 2 and "lambda" in line and "known:" in line and "lam" in line
+    assert "unexpected keyword" not in line
+
+
+@pytest.mark.filterwarnings("ignore::deniable.errors.DeniableWarning")  # "binarizing ... takes a while"
+def test_brr_errors_use_cli_spelling(tmp_path):
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("a 1 0 0\nb 0 1 0\nc 0 0 1\nd 1 1 0\n")
+    res = CliRunner().invoke(cli, [*BASE, "-m", "brr", "--embedding", str(tiny)])
+    line = _one_line_error(res)
+    assert res.exit_code == 2 and "n_words=4, dim=3" in line and "--param n_bits=3" in line
+    # 20-bit codes have no exact probabilities: the hint names the option, not a Python keyword
+    res = CliRunner().invoke(cli, [*BASE, "-m", "brr", "--embedding", str(tiny), "--param", "n_bits=20",
+                                   "--param", "method=random-projection", "--method", "exact"])
+    line = _one_line_error(res)
+    assert res.exit_code == 2 and "--method sample" in line and "method='sample'" not in line
+
+
+def test_words_empty_message_says_why():
+    from deniable.cli.calibrate import _friendly
+
+    msg = _friendly("words is empty: nothing to measure", n_words_asked=200)
+    assert "--words 200" in msg and "--word" in msg and "words is empty" not in msg
+
+
+def test_tem_gamma_recorded_per_epsilon(emb_path):
+    res = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--epsilons", "1,4", "--words", "3",
+                                   "--param", "k=8", "--seed", "0", "--json", "-", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    sweep = json.loads(res.stdout)["sweeps"][0]
+    gammas = [r["params"]["gamma"] for r in sweep["results"]]
+    assert sweep["params"]["gamma"] == gammas and gammas[0] > gammas[1]  # γ shrinks as ε grows
+    assert sweep["params"]["k"] == 8  # ε-independent parameters stay scalars
+
+
+@pytest.mark.parametrize("spelling", ["--limit", "--embedding-limit"])
+def test_limit_is_applied_and_recorded(emb_path, spelling):
+    res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, spelling, "20", "--words", "50", "--seed", "1",
+                                   "--json", "-", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    rec = json.loads(res.stdout)
+    assert rec["parameters"]["limit"] == 20 and rec["parameters"]["embedding_size"][0] == 20
+    assert int(rec["sweeps"][0]["summaries"][0]["n_words"]) == 20
+
+
+@pytest.mark.parametrize(("flag", "drawn"), [(None, False), ("--no-progress", False), ("--progress", True)])
+def test_progress_only_on_a_terminal_unless_forced(emb_path, flag, drawn):
+    res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, "--seed", "0", *([flag] if flag else [])])
+    assert res.exit_code == 0, res.output
+    assert ("calibrate:" in res.stderr) is drawn

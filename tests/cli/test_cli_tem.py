@@ -86,3 +86,33 @@ def test_missing_or_bad_embedding(tmp_path) -> None:
 def test_help() -> None:
     res = run("precompute", "tem", "--help")
     assert res.exit_code == 0 and "--cache-dir" in res.output and "--param" in res.output
+
+
+def _one_line_error(res) -> str:
+    assert "Traceback" not in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, res.output
+    return errors[0]
+
+
+@pytest.mark.parametrize(("flag", "drawn"), [(None, False), ("--no-progress", False), ("--progress", True)])
+def test_progress_bar_only_on_a_terminal_unless_forced(emb_file, tmp_path, flag, drawn) -> None:
+    # CliRunner's stderr is not a terminal: the default hides the bar, --progress forces it
+    args = ["precompute", "tem", "-e", "5", "--param", "k=4", "--embedding", str(emb_file), "--cache-dir", str(tmp_path), "--rebuild"]
+    res = CliRunner().invoke(cli, args + ([flag] if flag else []))
+    assert res.exit_code == 0, res.output
+    assert ("nearest neighbours" in res.stderr) is drawn
+    assert "cache:" in res.stdout
+
+
+@pytest.mark.parametrize("spelling", ["--limit", "--embedding-limit"])
+def test_limit_and_its_alias(emb_file, tmp_path, spelling) -> None:
+    res = run("precompute", "tem", "-e", "5", "--param", "k=4", "--embedding", str(emb_file), "--cache-dir", str(tmp_path), spelling, "20")
+    assert res.exit_code == 0, res.output
+    assert "|W|=20" in res.output
+
+
+def test_unknown_param_lists_known_names(emb_file, tmp_path) -> None:
+    res = CliRunner().invoke(cli, ["precompute", "tem", "-e", "5", "--embedding", str(emb_file), "--cache-dir", str(tmp_path), "--param", "lam=1"])
+    assert res.exit_code == 2
+    assert "known: beta, gamma, k" in _one_line_error(res)

@@ -157,3 +157,14 @@ def test_other_embedding_is_binarized_with_a_warning():
         m = get_mechanism("brr", emb, epsilon=1.0, n_bits=8, method="random-projection")
     assert m.binary_embedding.n_bits == 8 and m.binary_embedding.metadata["source_fingerprint"] == emb.fingerprint
     assert m.binary_embedding.unk_method == "encoded-mean"
+
+
+def test_probabilities_refuses_big_enumeration_table_and_says_the_limit():
+    # 16 bits is allowed, but 2^16 * 300 > 2^24 cells: the message states both limits
+    rng = np.random.default_rng(0)
+    be = BinaryEmbedding.from_bits([f"w{i}" for i in range(300)], rng.random((300, 16)) < 0.5)
+    with pytest.raises(NotImplementedError, match=r"2\^n_bits \* V <= 2\^24 \(at most 256 words at n_bits=16\)"):
+        BRR(be, epsilon=1.0, index="exact").probabilities(0)
+    small = BinaryEmbedding.from_bits(be.words[:256], rng.random((256, 16)) < 0.5)
+    p = BRR(small, epsilon=1.0, index="exact").probabilities(0)  # exactly at the limit: works
+    assert p.shape == (256,) and p.sum() == pytest.approx(1.0, abs=1e-12)

@@ -70,10 +70,28 @@ class Binarizer(ABC):
         """JSON-serializable parameters (recorded in bundle metadata)."""
         return {"method": self.name, "n_bits": self.n_bits}
 
+    @classmethod
+    def max_bits(cls, n_words: int, dim: int) -> int | None:
+        """Largest code length this binarizer can fit on ``n_words`` vectors of ``dim``
+        dimensions (``None``: no limit)."""
+        return None
+
     def _centre(self, vectors: np.ndarray) -> np.ndarray:
         x = np.asarray(vectors, dtype=np.float64)
-        if x.ndim != 2 or x.shape[0] < 2:
-            raise ValueError(f"vectors must be a 2-D array with at least 2 rows, got shape {x.shape}")
+        if x.ndim != 2:
+            raise ValueError(f"vectors must be a 2-D array (n_words, dim), got shape {x.shape}")
+        if x.shape[0] < 2:
+            raise ValueError(
+                f"binarizing needs at least 2 words (the codes are fitted on the vocabulary's spread), "
+                f"got n_words={x.shape[0]}; use a larger vocabulary"
+            )
+        limit = self.max_bits(x.shape[0], x.shape[1])
+        if limit is not None and self.n_bits > limit:
+            raise ValueError(
+                f"the {self.name!r} binarizer needs n_bits <= min(n_words, dim) = {limit}, got n_bits={self.n_bits} "
+                f"(n_words={x.shape[0]}, dim={x.shape[1]}); use n_bits <= {limit}, more words, "
+                f"or method='random-projection' or 'autoencoder' (no such limit)"
+            )
         self.mean_ = x.mean(axis=0)
         return x - self.mean_
 
@@ -99,7 +117,7 @@ class ITQBinarizer(Binarizer):
     Parameters
     ----------
     n_bits
-        Code length; at most the embedding's dimension.
+        Code length; at most ``min(n_words, dim)`` of the fitted vectors (:meth:`max_bits`).
     n_iter
         Alternating iterations (50 in the ITQ paper).
     """
@@ -110,10 +128,13 @@ class ITQBinarizer(Binarizer):
         super().__init__(n_bits)
         self.n_iter = check_int("n_iter", n_iter, minimum=0)
 
+    @classmethod
+    def max_bits(cls, n_words: int, dim: int) -> int | None:
+        # PCA to n_bits dimensions: the SVD of the (n_words, dim) data has min(n_words, dim) axes
+        return min(int(n_words), int(dim))
+
     def fit(self, vectors: np.ndarray, rng: RNGLike = None) -> ITQBinarizer:
         x = self._centre(vectors)
-        if self.n_bits > x.shape[1]:
-            raise ValueError(f"ITQ needs n_bits <= the embedding dimension ({x.shape[1]}), got n_bits={self.n_bits}")
         _, _, vt = np.linalg.svd(x, full_matrices=False)
         self.pca_ = vt[: self.n_bits].T
         v = x @ self.pca_

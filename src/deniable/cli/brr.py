@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ..errors import DataError
+
 __all__ = ["export", "privacy_ratio"]
 
 
@@ -15,12 +17,22 @@ def export() -> None:
     """Export a self-contained file for on-device privatization."""
 
 
+def _reject_dash(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None and str(value) == "-":
+        raise click.BadParameter("a binary bundle cannot be written to stdout; give a file name, e.g. -o vocab.brr")
+    if value is not None:
+        folder = value.parent if str(value.parent) else Path(".")
+        if not folder.is_dir():
+            raise click.BadParameter(f"{value}: the folder {folder} does not exist")
+    return value
+
+
 @export.command("brr")
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, writable=True, path_type=Path), help="Bundle file to write.")
+@click.option("-o", "--output", "output", required=True, callback=_reject_dash, type=click.Path(dir_okay=False, writable=True, allow_dash=False, path_type=Path), help="Bundle file to write (not '-': the bundle is binary).")
 @click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Embedding file to binarize (default: the bundled GloVe embedding).")
 @click.option("--bits", "n_bits", type=click.IntRange(1, 65535), default=256, show_default=True, help="Code length in bits.")
 @click.option("--method", type=click.Choice(["autoencoder", "itq", "random-projection"]), default=None, help="Binarizer (default: the best one on the default embedding).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the binarizer's initialization.")
 def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: str | None, limit: int | None, seed: int) -> None:
     """Write a BRR bundle: versioned header, packed codes, UTF-8 vocabulary, UNK code, checksum.
@@ -40,10 +52,13 @@ def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: s
         be = BinaryEmbedding.from_bytes(data, source=str(ref))  # validated before it is written
     else:
         emb = load_embedding(embedding_path, limit=limit)
-        if method == "itq" and n_bits > emb.dim:
-            raise click.BadParameter(f"ITQ needs --bits <= the embedding dimension ({emb.dim}), got {n_bits}", param_hint="--bits")
-        click.echo(f"binarizing {len(emb)} words x {emb.dim} dims -> {n_bits} bits ({method or DEFAULT_METHOD}) ...", err=True)
-        be = binarize(emb, n_bits=n_bits, method=method, rng=seed)
+        name = method or DEFAULT_METHOD
+        _check_binarizable(len(emb), emb.dim, n_bits, name, limit=limit, source=str(embedding_path or "the bundled embedding"))
+        click.echo(f"binarizing {len(emb)} words x {emb.dim} dims -> {n_bits} bits ({name}) ...", err=True)
+        try:
+            be = binarize(emb, n_bits=n_bits, method=method, rng=seed)
+        except ValueError as exc:  # anything the pre-checks above missed: still one line
+            raise click.UsageError(str(exc)) from None
         data = be.to_bytes()
     with atomic_output(output, mode="wb") as f:
         f.write(data)
@@ -53,12 +68,40 @@ def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: s
     click.echo(f"wrote {output}: {len(be)} words x {be.n_bits} bits, {size} bytes{extra}, fingerprint {be.fingerprint}", err=True)
 
 
+def _check_binarizable(n_words: int, dim: int, n_bits: int, method: str, *, limit: int | None, source: str) -> None:
+    """Usage error (exit 2) or data error (exit 1), one line, when ``method`` cannot fit
+    ``n_bits`` on ``n_words`` x ``dim`` vectors."""
+    from ..binary import BINARIZERS
+
+    if n_words < 2:
+        if limit is not None:
+            raise click.BadParameter(f"binarizing needs at least 2 words, got --limit {limit}", param_hint="--limit")
+        raise click.ClickException(f"{source}: has {n_words} word; binarizing needs at least 2")
+    cap = BINARIZERS[method].max_bits(n_words, dim)
+    if cap is not None and n_bits > cap:
+        more = " or raise --limit" if limit is not None and n_words < dim else ""
+        raise click.BadParameter(
+            f"{'ITQ' if method == 'itq' else method} needs --bits <= min(words, dimension) = {cap} ({n_words} words x {dim} dims), got {n_bits}; "
+            f"use --bits {cap}{more}, or --method random-projection / autoencoder",
+            param_hint="--bits",
+        )
+
+
+def cli_spelling(message: str) -> str:
+    """A binarizer message with the command line's spelling of its parameters."""
+    return message.replace("use n_bits <= ", "use --param n_bits=").replace(
+        "method='random-projection' or 'autoencoder' (no such limit)", "--param method=random-projection (no such limit)"
+    )
+
+
 def _dim_of(be: object) -> int:
     meta = getattr(be, "metadata", {}) or {}
     return int(meta.get("source_dim", 0) or 0)
 
 
 _MECHS = ("madlib", "mahalanobis", "brr", "tem")
+# parameters that change a mechanism's metric (the only thing the privacy ratio depends on)
+_RATIO_PARAMS = {"lam": "mahalanobis", "metric": "tem", "n_bits": "brr", "method": "brr"}
 
 
 @click.command("privacy-ratio")
@@ -68,10 +111,11 @@ _MECHS = ("madlib", "mahalanobis", "brr", "tem")
 @click.option("--aggregate", type=click.Choice(["avg", "max", "both"]), default="avg", show_default=True, help="P_d^avg (the paper's choice), P_d^max, or both.")
 @click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Embedding file (default: bundled GloVe).")
 @click.option("--binary", "binary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="BRR bundle for 'brr' (default: the bundled codes).")
-@click.option("--limit", type=click.IntRange(min=2), default=None, help="Only the first N words (faster).")
-@click.option("--lam", type=float, default=0.5, show_default=True, help="Mahalanobis lambda.")
+@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=2), default=None, help="Only the first N words (faster).")
+@click.option("--lam", type=float, default=None, help="Mahalanobis lambda (same as --param lam=...)  [default: 0.5]")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help=f"Parameter of the metric (repeatable): {', '.join(f'{k} ({m})' for k, m in _RATIO_PARAMS.items())}.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...], aggregate: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, lam: float, as_json: bool) -> None:
+def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...], aggregate: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, lam: float | None, params: tuple[str, ...], as_json: bool) -> None:
     """Privacy ratio R = P_A / P_B between two mechanisms' metrics, and the epsilon of B
     matching each given epsilon of A: eps_B = R * eps_A (BRR paper Definition 5.1).
 
@@ -85,15 +129,44 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
     for e in epsilons:
         if not e > 0 or e != e or e == float("inf"):
             raise click.BadParameter(f"epsilon must be a finite number > 0, got {e}", param_hint="--epsilon")
-    if not 0 <= lam <= 1:
-        raise click.BadParameter(f"lam must be in [0, 1], got {lam}", param_hint="--lam")
-    mechs = {name: _build(name, embedding_path, binary_path, limit, lam) for name in dict.fromkeys((mechanism_a, mechanism_b))}
+    from .calibrate import parse_param
+
+    kw = dict(parse_param(p) for p in params)
+    names = tuple(dict.fromkeys((mechanism_a, mechanism_b)))
+    unknown = sorted(k for k in kw if _RATIO_PARAMS.get(k) not in names)
+    if unknown:
+        known = [f"{k} ({m})" for k, m in _RATIO_PARAMS.items() if m in names]
+        raise click.BadParameter(
+            f"unknown parameter(s) {', '.join(unknown)} for {' and '.join(names)}; known: {', '.join(known) or 'none'}",
+            param_hint="--param",
+        )
+    if lam is not None:
+        if "lam" in kw and kw["lam"] != lam:
+            raise click.UsageError(f"--lam {lam:g} conflicts with --param lam={kw['lam']}")
+        kw["lam"] = lam
+    if "lam" in kw and (isinstance(kw["lam"], bool) or not isinstance(kw["lam"], (int, float)) or not 0 <= kw["lam"] <= 1):
+        raise click.BadParameter(f"lam must be in [0, 1], got {kw['lam']}", param_hint="--lam")
+    if binary_path is not None and ("n_bits" in kw or "method" in kw):
+        raise click.UsageError("--param n_bits/method binarize --embedding; they do not apply to the codes of --binary")
+    mechs = {}
+    for name in names:
+        own = {k: v for k, v in kw.items() if _RATIO_PARAMS[k] == name}
+        try:
+            mechs[name] = _build(name, embedding_path, binary_path, limit, own)
+        except DataError:
+            raise
+        except (TypeError, ValueError) as exc:
+            hint = ""
+            if name == "brr" and binary_path is None:
+                hint = "; or pass --binary codes.brr made by `deniable export brr --embedding FILE --bits N -o codes.brr`"
+            raise click.UsageError(f"{name}: {cli_spelling(str(exc))}{hint}") from None
     stats = {name: mechanism_metric_stats(m, progress=True) for name, m in mechs.items()}
     sa, sb = stats[mechanism_a], stats[mechanism_b]
     aggs = ["avg", "max"] if aggregate == "both" else [aggregate]
     result = {
         "mechanism_a": {"name": mechanism_a, "metric": sa.metric, "n_words": sa.n, "P_avg": sa.avg, "P_max": sa.max},
         "mechanism_b": {"name": mechanism_b, "metric": sb.metric, "n_words": sb.n, "P_avg": sb.avg, "P_max": sb.max},
+        "params": kw,
         "ratio": {},
         "epsilon_b": {},
     }
@@ -117,7 +190,7 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
             click.echo(f"  epsilon_A = {e:g}  ->  epsilon_B = {r * e:.6g}  ({agg})")
 
 
-def _build(name: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, lam: float):
+def _build(name: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, params: dict):
     from ..embeddings import load_embedding
     from ..mechanisms import get_mechanism
 
@@ -135,10 +208,9 @@ def _build(name: str, embedding_path: Path | None, binary_path: Path | None, lim
         from ..mechanisms.brr import BRR
 
         default = load_default_binary_embedding()
-        if embedding_path is None and limit is not None:
+        if embedding_path is None and limit is not None and not params:
             be = default
             be = type(be)(be.words[:limit], be.codes[:limit], n_bits=be.n_bits, unk_code=be.unk_code, unk_method=be.unk_method, metadata=be.metadata)
             return BRR(be, epsilon=1.0, index="exact")
-        return BRR(emb, epsilon=1.0, index="exact")
-    params = {"lam": lam} if name == "mahalanobis" else {}
+        return BRR(emb, epsilon=1.0, index="exact", **params)
     return get_mechanism(name, emb, epsilon=1.0, **params)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -41,11 +43,66 @@ def _epsilons(text: str) -> list[float]:
     return eps
 
 
+def _check_output_path(path: str | None, option: str, *, dash: bool) -> None:
+    """Reject an output path that cannot be written before any computing (exit 2)."""
+    if path is None or (dash and path == "-"):
+        return
+    if path == "-":
+        raise click.BadParameter("cannot write to stdout; give a file name", param_hint=option)
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise click.BadParameter(f"{path} is a directory; give a file name", param_hint=option)
+    if not folder.is_dir():
+        raise click.BadParameter(f"{path}: the folder {folder} does not exist", param_hint=option)
+    if not os.access(folder, os.W_OK):
+        raise click.BadParameter(f"{path}: the folder {folder} is not writable", param_hint=option)
+
+
+def _known_params(mechanism: str) -> list[str] | None:
+    """Keyword parameters the mechanism's constructor takes besides epsilon (None if it takes **kwargs)."""
+    import inspect
+
+    from ..mechanisms.registry import _resolve
+
+    sig = inspect.signature(_resolve(mechanism).__init__)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY and n != "epsilon"]
+
+
+def _per_epsilon_params(data: dict[str, Any]) -> None:
+    """A parameter derived from ε (TEM's γ) differs per ε: record the list, one value per ε, in
+    ``sweeps[].params`` instead of the first ε's value alone (each ``results[].params`` keeps its own)."""
+    for sweep in data.get("sweeps", []):
+        results = sweep.get("results") or []
+        if len(results) < 2:
+            continue
+        for key in list(sweep.get("params", {})):
+            values = [r.get("params", {}).get(key) for r in results]
+            if any(v != values[0] for v in values[1:]):
+                sweep["params"][key] = values
+
+
+def _friendly(message: str, *, n_words_asked: int | None) -> str:
+    """CLI spellings in messages from the library."""
+    from .brr import cli_spelling
+
+    message = cli_spelling(message.replace("use method='sample'", "use --method sample (or auto)"))
+    if message.startswith("words is empty"):
+        why = "the selection kept no vocabulary word"
+        if n_words_asked is not None:
+            why += f" (asked for --words {n_words_asked}; the embedding may have fewer words after filtering)"
+        message = f"nothing to measure: {why}; use a larger --embedding / --limit, or name words with --word"
+    return message
+
+
 @click.command(name="calibrate")
 @click.option("-m", "--mechanism", required=True, help="Mechanism name (madlib, mahalanobis, tem, brr).")
 @click.option("--epsilons", "-e", "epsilons_text", default="1,5,10,20", show_default=True, help="Comma-separated ε values.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, e.g. lam=0.5 (repeatable).")
 @click.option("--embedding", type=click.Path(exists=True, dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe subset).")
+@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
 @click.option("--words", "n_words", type=click.IntRange(min=1), default=200, show_default=True, help="Words measured: a sample stratified by neighbourhood density.")
 @click.option("--word", "word_list", multiple=True, help="Measure these words instead of a sample (repeatable).")
 @click.option("--draws", type=click.IntRange(min=1), default=1000, show_default=True, help="Samples per word (when probabilities are not exact).")
@@ -55,13 +112,14 @@ def _epsilons(text: str) -> list[float]:
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default: fresh, recorded in the JSON).")
 @click.option("--examples", "examples_text", default=None, help="Comma-separated words for the example-replacement table.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write a self-contained HTML report here.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write every number and the parameters as JSON here ('-' for stdout).")
-@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write every number and the parameters as JSON here ('-' for stdout).")
+@click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
 def calibrate(
     mechanism: str,
     epsilons_text: str,
     params: tuple[str, ...],
     embedding: str | None,
+    limit: int | None,
     n_words: int,
     word_list: tuple[str, ...],
     draws: int,
@@ -72,7 +130,7 @@ def calibrate(
     examples_text: str | None,
     report_path: str | None,
     json_path: str | None,
-    no_progress: bool,
+    show_progress: bool | None,
 ) -> None:
     """Measure plausible-deniability statistics N_w and S_w of a mechanism at several ε.
 
@@ -81,6 +139,8 @@ def calibrate(
     re-runs to the same numbers from its recorded parameters and seed.
     """
     from ..calibration.report import run_calibration, write_html
+    from ..embeddings import load_embedding
+    from ..errors import DataError
     from ..mechanisms.registry import available_mechanisms
     from ._io import atomic_output
 
@@ -88,23 +148,37 @@ def calibrate(
         raise click.BadParameter(f"unknown mechanism {mechanism!r}; known: {', '.join(available_mechanisms())}", param_hint="-m")
     eps = _epsilons(epsilons_text)
     kw = dict(parse_param(p) for p in params)
+    known = _known_params(mechanism)
+    unknown = sorted(set(kw) - set(known)) if known is not None else []
+    if unknown:
+        raise click.BadParameter(
+            f"unknown {mechanism} parameter(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}", param_hint="--param"
+        )
+    _check_output_path(json_path, "--json", dash=True)
+    _check_output_path(report_path, "--report", dash=False)
     examples = [w.strip() for w in examples_text.split(",") if w.strip()] if examples_text else None
     words: Any = list(word_list) if word_list else n_words
-    total = len(eps) * (len(word_list) if word_list else n_words)
+    emb = load_embedding(embedding, limit=limit)
+    total = len(eps) * (len(word_list) if word_list else min(n_words, len(emb)))
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc="calibrate", unit="word", file=sys.stderr, disable=no_progress or None, leave=False, dynamic_ncols=True)
+    disable = None if show_progress is None else not show_progress
+    bar = tqdm(total=total, desc="calibrate", unit="word", file=sys.stderr, disable=disable, leave=False, dynamic_ncols=True)
     try:
         data = run_calibration(
-            mechanism, eps, params=kw, embedding_path=embedding, words=words, draws=draws, eta=eta, confidence=confidence,
-            method=method, seed=seed, examples=examples, progress=bar.update,
+            mechanism, eps, params=kw, embedding=emb, embedding_path=embedding, words=words, draws=draws, eta=eta,
+            confidence=confidence, method=method, seed=seed, examples=examples, progress=bar.update,
         )
-    except (TypeError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from None
+    except DataError:
+        raise
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        raise click.UsageError(_friendly(str(exc), n_words_asked=None if word_list else n_words)) from None
     except KeyError as exc:
         raise click.UsageError(str(exc.args[0]) if exc.args else str(exc)) from None
     finally:
         bar.close()
+    data["parameters"]["limit"] = limit
+    _per_epsilon_params(data)
 
     sweep = data["sweeps"][0]
     to_err = json_path == "-"  # keep stdout pure JSON

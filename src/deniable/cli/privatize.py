@@ -77,7 +77,7 @@ def _known_parameters(cls) -> list[str]:
     return [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY and n != "epsilon"]
 
 
-def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool = True):
+def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool | None = None):
     """Load the embedding and construct the mechanism, mapping errors to CLI exit codes."""
     from ..binary import BinaryEmbedding
     from ..mechanisms.registry import _resolve, available_mechanisms, get_mechanism
@@ -294,7 +294,7 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     if inputs.count("-") > 1:
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
 
-    mech = build_mechanism(mechanism, epsilon, param_values, embedding_path, embedding_limit, progress=show_progress is not False)
+    mech = build_mechanism(mechanism, epsilon, param_values, embedding_path, embedding_limit, progress=show_progress)
     gen = np.random.default_rng(seed)
     stats: dict[str, int] = {}
     docs: list | None = [] if report else None

@@ -34,7 +34,7 @@ def precompute() -> None:
     help="Metric of the guarantee [default: euclidean].",
 )
 @click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),
@@ -42,6 +42,7 @@ def precompute() -> None:
     help="Cache folder [default: $DENIABLE_CACHE_DIR or ~/.cache/deniable].",
 )
 @click.option("--rebuild", is_flag=True, help="Recompute even if the cache file exists.")
+@click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
 def tem(
     epsilon: float,
     params: tuple[str, ...],
@@ -50,6 +51,7 @@ def tem(
     limit: int | None,
     cache_dir: str | None,
     rebuild: bool,
+    show_progress: bool | None,
 ) -> None:
     """Build (or check) the cached neighbourhoods TEM samples from.
 
@@ -76,7 +78,7 @@ def tem(
         raise click.UsageError(f"invalid TEM parameters: {exc}") from None
     t0 = time.perf_counter()
     try:
-        nb = mech.precompute(progress=True, rebuild=rebuild)
+        nb = mech.precompute(progress=show_progress, rebuild=rebuild)  # None: bar only on a terminal
     except ValueError as exc:  # e.g. radius neighbourhoods too large for this epsilon
         raise click.UsageError(str(exc)) from None
     elapsed = time.perf_counter() - t0

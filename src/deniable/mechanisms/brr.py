@@ -133,15 +133,18 @@ class BRR(Mechanism):
 
         Enumerates all 2^n_bits noisy codes with their randomized-response probabilities
         p^H (1−p)^(n−H) and splits each one's mass uniformly among its nearest codes (the tie rule).
-        Tractable only for tiny codes: raises ``NotImplementedError`` when n_bits > 16 or
-        2^n_bits · V > 2^24.
+        Tractable only for tiny codes: raises ``NotImplementedError`` unless n_bits ≤ 16 **and**
+        2^n_bits · V ≤ 2^24 (the enumeration table), e.g. V ≤ 256 words at 16 bits, V ≤ 65,536 at
+        8 bits.
         """
         w = self.id_of(word_or_id)
         n, V = self.n_bits, self.n_words
         if n > 16 or (V << n) > _MAX_ENUM_CELLS:
+            limit = _MAX_ENUM_CELLS >> n if n <= 16 else 0
             raise NotImplementedError(
-                f"exact probabilities enumerate all 2^n_bits noisy codes: tractable for n_bits <= 16 and "
-                f"2^n_bits * V <= 2^24, got n_bits={n}, V={V}"
+                f"exact probabilities enumerate all 2^n_bits noisy codes for each of the V words: they need "
+                f"n_bits <= 16 and 2^n_bits * V <= 2^24 (at most {limit} words at n_bits={n}), got n_bits={n}, V={V}; "
+                "estimate by sampling instead"
             )
         be = self.binary_embedding
         y = np.arange(1 << n, dtype=np.uint64)  # every noisy code (n <= 16 fits one word)

@@ -245,7 +245,7 @@ class TEM(EmbeddingMechanism):
         return p
 
     # -- pre-processing --------------------------------------------------------------------
-    def precompute(self, *, progress: bool = False, rebuild: bool = False) -> Neighborhoods:
+    def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
         """Load or build (and cache) the neighbourhood table; sampling calls this on first use."""
         if self._nb is None or rebuild:
             kw: dict[str, Any] = {"k": self.k} if self.neighbors == "knn" else {"gamma": self.gamma}

@@ -252,12 +252,14 @@ def _rows_per_block(n_vocab: int, memory_bytes: int) -> int:
     return max(1, memory_bytes // max(1, 3 * 8 * n_vocab))
 
 
-def _progress(total: int, progress: bool, desc: str) -> Any:
-    if not progress:
+def _progress(total: int, progress: bool | None, desc: str) -> Any:
+    """A bar on stderr: ``False`` none, ``True`` always (forced), ``None`` only when stderr is a
+    terminal (tqdm's ``disable=None``), so redirected logs stay free of bar redraws."""
+    if progress is False:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="word", file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit="word", file=sys.stderr, dynamic_ncols=True, disable=None if progress is None else False)
 
 
 def knn_neighborhoods(
@@ -267,7 +269,7 @@ def knn_neighborhoods(
     metric: str | Callable[..., np.ndarray] = "euclidean",
     *,
     memory_bytes: int = _DEFAULT_MEMORY,
-    progress: bool = False,
+    progress: bool | None = False,
     fingerprint: str = "",
 ) -> Neighborhoods:
     """The ``k`` nearest rows of ``vectors`` for every row of ``queries`` (exact, blockwise).
@@ -364,7 +366,7 @@ def _smallest_columns(S: np.ndarray, kc: int) -> np.ndarray:
 
 
 def _knn_euclidean_f32(
-    queries: np.ndarray, vectors: np.ndarray, k: int, memory_bytes: int, progress: bool, fingerprint: str
+    queries: np.ndarray, vectors: np.ndarray, k: int, memory_bytes: int, progress: bool | None, fingerprint: str
 ) -> Neighborhoods:
     """Euclidean k-nearest lists of float32 data: candidates from a float32 GEMM, exact float64
     distances for them, and a rigorous bound.
@@ -446,7 +448,7 @@ def radius_neighborhoods(
     *,
     memory_bytes: int = _DEFAULT_MEMORY,
     max_entries: int = 50_000_000,
-    progress: bool = False,
+    progress: bool | None = False,
     fingerprint: str = "",
 ) -> Neighborhoods:
     """L(w) = {y : d(w, y) ≤ γ} for every row of ``queries`` (Algorithm 3, pre-processing).
@@ -544,7 +546,7 @@ def embedding_neighborhoods(
     cache_dir: str | os.PathLike[str] | None | bool = None,
     memory_bytes: int = _DEFAULT_MEMORY,
     max_entries: int = 50_000_000,
-    progress: bool = False,
+    progress: bool | None = False,
     rebuild: bool = False,
 ) -> tuple[Neighborhoods, Path | None]:
     """Neighbourhoods of every vocabulary word and of UNK (the last row: the vocabulary mean),

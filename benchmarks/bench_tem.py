@@ -32,7 +32,6 @@ import numpy as np
 
 import deniable
 from deniable.mechanisms.tem import TEM
-from deniable.metrics import pairwise_distances
 from deniable.text.tokenize import split_words
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "classification" / "imdb_50k.csv.gz"

@@ -296,7 +296,7 @@ def write_markdown(args, res) -> None:
              f"and, as a reference, the same grid's best (S, ρ) chosen NON-privately (the whole ε on the release). "
              f"KL(private ‖ release) in nats, each release mixed with the uniform distribution at λ = {s['smoothing']:g} (thresholded Laplace outputs have zeros); "
              f"mean ± sd over {s['seeds']} seeds.\n")
-    L.append(f"### KL divergence from the private distribution vs ε\n")
+    L.append("### KL divergence from the private distribution vs ε\n")
     L.append(f"KL(private ‖ public prior alone) = {res['kl_public']:.4f}.\n")
     L.append("| ε | Bayesian DP (Alg. 2, paper's mean score) | Bayesian DP (Alg. 2, expected score) | Bayesian DP (non-private (S,ρ) choice) | Laplace (W rule) | Laplace (best W) | Laplace + public (W rule) | Laplace + public (best W) |")
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")

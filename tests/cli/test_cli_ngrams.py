@@ -157,3 +157,187 @@ def test_usage_and_data_errors(files):
     notcounts.write_bytes(b"garbage")
     r = run("ngrams", "release", str(notcounts), "-e", "1", "-o", str(files / "x.tsv"))
     assert r.exit_code == 1
+
+
+# --- UX review fixes -------------------------------------------------------------------------------
+
+
+def _count(files, out="counts.npz"):
+    r = run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(files / out))
+    assert r.exit_code == 0, r.output
+    return files / out
+
+
+def _one_error_line(r, code):
+    assert r.exit_code == code, r.output
+    assert "Traceback" not in r.output
+    err = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert len(err) == 1, r.stderr
+    return err[0]
+
+
+def test_count_to_stdout_is_a_usage_error(files, monkeypatch):
+    monkeypatch.chdir(files)
+    r = run("ngrams", "count", "users.jsonl", "--public", "public.txt", "-o", "-")
+    assert "stdout" in _one_error_line(r, 2)
+    assert not (files / "-").exists() and r.stdout == ""
+    r = run("ngrams", "count", "users.jsonl", "--public", "public.txt", "-o", "c.npz.gz")
+    assert ".gz" in _one_error_line(r, 2)
+
+
+def test_release_tsv_to_stdout(files):
+    counts = _count(files)
+    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "2", "--seed", "0", "-o", "-")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("# deniable-ngrams-release ") and lines[1] == "ngram\tprobability"
+    assert sum(float(line.split("\t")[1]) for line in lines[2:]) == pytest.approx(1)
+    assert "-> stdout" in r.stderr and "release format" not in r.output
+    out = files / "same.tsv"
+    assert run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "2", "--seed", "0", "-o", str(out)).exit_code == 0
+    assert out.read_text() == r.stdout
+    r = run("ngrams", "release", str(counts), "-e", "1", "--format", "parquet", "-o", "-")
+    assert "TSV" in _one_error_line(r, 2)
+
+
+@pytest.mark.parametrize(
+    "name,fmt,match",
+    [("r.parquet", "tsv", "contradicts"), ("r.tsv", "parquet", "contradicts"), ("r.txt", None, "cannot tell"), ("r.parquet.gz", None, "gzip")],
+)
+def test_release_format_must_match_the_name(files, name, fmt, match):
+    counts = _count(files)
+    args = ["ngrams", "release", str(counts), "-e", "1", "-o", str(files / name)] + (["--format", fmt] if fmt else [])
+    r = run(*args)
+    assert match in _one_error_line(r, 2)
+    assert not (files / name).exists()
+    # an explicit format with a neutral name is fine
+    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "2", "--format", "parquet", "-o", str(files / "r.out"))
+    assert r.exit_code == 0 and (files / "r.out").read_bytes()[:4] == b"PAR1"
+
+
+def test_evaluate_prints_json_numbers_or_null_with_note(files):
+    from deniable.ngrams.io import load_counts as _load
+
+    counts = _count(files)
+    _, vocab = _load(counts)
+    rel = files / "zeros.tsv"  # a thresholded release: probability 0 for n-grams the data has
+    probs = [1.0] + [0.0] * (len(vocab.keys) - 1)
+    rel.write_text("ngram\tprobability\n" + "".join(f"{k}\t{p}\n" for k, p in zip(vocab.keys, probs)))
+    r = run("ngrams", "evaluate", str(rel), "--counts", str(counts), "--heldout", str(counts))
+    assert r.exit_code == 0, r.output
+    assert '"inf"' not in r.stdout and "Infinity" not in r.stdout
+    res = json.loads(r.stdout)
+    assert res["kl"] is None and res["perplexity"] is None and "--smoothing" in res["note"]
+    r = run("ngrams", "evaluate", str(rel), "--counts", str(counts), "--heldout", str(counts), "--smoothing", "1e-3")
+    res = json.loads(r.stdout)
+    assert isinstance(res["kl"], float) and isinstance(res["perplexity"], float) and res["kl"] > 0 and "note" not in res
+    assert res["smoothing"] == 1e-3
+
+
+def test_empty_private_file_is_a_data_error(files):
+    empty = files / "empty.jsonl"
+    empty.write_text("")
+    r = run("ngrams", "count", str(empty), "--public", str(files / "public.txt"), "--format", "jsonl", "-o", str(files / "c.npz"))
+    assert str(empty) in _one_error_line(r, 1)
+    assert not (files / "c.npz").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"one two\n", b"the cat\x00 sat on the mat\n"])
+def test_public_files_without_ngrams_are_named(files, content):
+    bad = files / "bad_public.txt"
+    bad.write_bytes(content)
+    r = run("ngrams", "count", str(files / "users.jsonl"), "--public", str(bad), "-o", str(files / "c.npz"))
+    line = _one_error_line(r, 1)
+    assert str(bad) in line and ("NUL" in line if b"\x00" in content else "public vocabulary is empty" in line)
+
+
+def test_record_errors_name_field_line_and_column(files):
+    bad = files / "bad.jsonl"
+    bad.write_text('{"user": "a", "text": "x"}\n{"user": "b"}\n')
+    line = _one_error_line(run("ngrams", "count", str(bad), "--public", str(files / "public.txt"), "-o", str(files / "c.npz")), 1)
+    assert f"{bad}:2:" in line and "'text'" in line
+    bad.write_text('{"user": "a", "text": "x"}\n{"user": "b", "text": }\n')
+    line = _one_error_line(run("ngrams", "count", str(bad), "--public", str(files / "public.txt"), "-o", str(files / "c.npz")), 1)
+    assert f"{bad}:2:" in line and "column 23" in line
+
+
+@pytest.mark.parametrize("content", [b"hello", b"PK\x03\x04junk", None])
+def test_non_counts_file_is_one_clear_line(files, content):
+    bad = files / "bad.npz"
+    if content is None:
+        np.savez(bad, keys=np.array([object()], dtype=object))
+    else:
+        bad.write_bytes(content)
+    for args in (["release", str(bad), "-e", "1", "-o", str(files / "x.tsv")], ["evaluate", str(files / "x.tsv"), "--counts", str(bad)]):
+        if args[0] == "evaluate":
+            _count(files)
+            assert run("ngrams", "release", str(files / "counts.npz"), "-e", "1", "-o", str(files / "x.tsv")).exit_code == 0
+        line = _one_error_line(run("ngrams", *args), 1)
+        assert "not a counts bundle written by `deniable ngrams count`" in line and "pickle" not in line
+
+
+def _bad_inputs(files):
+    """(args, expected exit code) for a range of bad inputs; none may produce a traceback."""
+    counts = _count(files)
+    assert run("ngrams", "release", str(counts), "-e", "1", "-o", str(files / "ok.tsv")).exit_code == 0
+    (files / "empty.txt").write_text("")
+    (files / "empty.npz").write_bytes(b"")
+    (files / "latin1.jsonl").write_bytes(b'{"user": "a", "text": "caf\xe9"}\n')
+    (files / "latin1.txt").write_bytes(b"the caf\xe9 sat on the mat\n")
+    (files / "nul.jsonl").write_bytes(b'{"user": "a", "text": "x\x00"}\n')
+    (files / "list.jsonl").write_text("[1, 2]\n")
+    (files / "num.jsonl").write_text('{"user": "a", "text": 5}\n')
+    (files / "bad.csv").write_text('user,text\n"a,"unterminated\n')
+    (files / "garbage.tsv").write_bytes(b"\x00\x01\x02")
+    (files / "garbage.parquet").write_text("nope")
+    (files / "ok.txt").write_text("ngram\tprobability\n")
+    c, p, o, ok = str(counts), str(files / "public.txt"), str(files / "out.tsv"), str(files / "ok.tsv")
+    u = str(files / "users.jsonl")
+    return [
+        (["count", str(files / "missing.jsonl"), "--public", p, "-o", str(files / "c.npz")], 2),
+        (["count", u, "--public", str(files / "missing.txt"), "-o", str(files / "c.npz")], 2),
+        (["count", str(files / "latin1.jsonl"), "--public", p, "-o", str(files / "c.npz")], 1),
+        (["count", u, "--public", str(files / "latin1.txt"), "-o", str(files / "c.npz")], 1),
+        (["count", str(files / "nul.jsonl"), "--public", p, "-o", str(files / "c.npz")], 1),
+        (["count", str(files / "list.jsonl"), "--public", p, "-o", str(files / "c.npz")], 1),
+        (["count", str(files / "num.jsonl"), "--public", p, "-o", str(files / "c.npz")], 1),
+        (["count", str(files / "bad.csv"), "--public", p, "-o", str(files / "c.npz")], 1),
+        (["count", str(files / "empty.txt"), "--public", p, "-o", str(files / "c.npz")], 1),
+        (["count", u, "--public", p, "-o", str(files / "nodir" / "c.npz")], 1),
+        (["count", u, "--public", p, "-n", "0", "-o", str(files / "c.npz")], 2),
+        (["release", str(files / "missing.npz"), "-e", "1", "-o", o], 2),
+        (["release", str(files / "empty.npz"), "-e", "1", "-o", o], 1),
+        (["release", p, "-e", "1", "-o", o], 1),
+        (["release", c, "-e", "0", "-o", o], 2),
+        (["release", c, "-e", "-1", "-o", o], 2),
+        (["release", c, "-e", "nan", "-o", o], 2),
+        (["release", c, "-e", "inf", "-o", o], 2),
+        (["release", c, "-e", "one", "-o", o], 2),
+        (["release", c, "-e", "1", "-d", "0", "-o", o], 2),
+        (["release", c, "-e", "1", "-d", "1", "-o", o], 2),
+        (["release", c, "-e", "1", "-d", "nan", "-o", o], 2),
+        (["release", c, "-e", "1", "--rho", "nan", "-o", o], 2),
+        (["release", c, "-e", "1", "-S", "0", "-o", o], 2),
+        (["release", c, "-e", "1", "--sensitivity", "nan", "-o", o], 2),
+        (["release", c, "-m", "k-anonymity", "-K", "0", "-o", o], 2),
+        (["release", c, "-m", "k-anonymity", "-K", "-3", "-o", o], 2),
+        (["release", c, "-m", "laplace", "-e", "1", "-W", "0", "-o", o], 2),
+        (["release", c, "-e", "1", "-o", str(files / "nodir" / "r.tsv")], 1),
+        (["evaluate", str(files / "garbage.tsv"), "--counts", c], 1),
+        (["evaluate", str(files / "garbage.parquet"), "--counts", c], 1),
+        (["evaluate", str(files / "ok.txt"), "--counts", c], 1),
+        (["evaluate", ok, "--counts", p], 1),
+        (["evaluate", ok, "--counts", c, "--heldout", str(files / "empty.npz")], 1),
+        (["evaluate", ok, "--counts", c, "--smoothing", "1"], 2),
+        (["evaluate", ok, "--counts", c, "--smoothing", "nan"], 2),
+        (["evaluate", str(files / "missing.tsv"), "--counts", c], 2),
+    ]
+
+
+def test_no_tracebacks_on_bad_input(files):
+    for args, code in _bad_inputs(files):
+        r = CliRunner().invoke(cli, ["ngrams", *args])
+        assert not isinstance(r.exception, Exception) or isinstance(r.exception, SystemExit), (args, r.exception)
+        assert r.exit_code == code, (args, r.output)
+        assert "Traceback" not in r.output and len([x for x in r.stderr.splitlines() if x.startswith("Error:")]) == 1, (args, r.output)
+    assert not (files / "out.tsv").exists() and not (files / "c.npz").exists()

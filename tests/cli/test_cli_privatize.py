@@ -2,11 +2,9 @@
 
 import csv
 import gzip
-import io
 import json
 import re
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 

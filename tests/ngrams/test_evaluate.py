@@ -59,3 +59,20 @@ def test_membership_inference_with_releases_is_near_chance_at_tiny_epsilon():
 def test_private_distribution():
     m = sp.csr_matrix(np.array([[1, 3], [0, 4]]))
     np.testing.assert_allclose(ngrams.private_distribution(m), [1 / 8, 7 / 8])
+
+
+def test_release_repr_is_short():
+    from deniable.ngrams import Release
+
+    n = 50_000
+    probs = np.full(n, 1.0 / n)
+    probs[[7, 3, 9]] += [3e-3, 2e-3, 1e-3]
+    probs /= probs.sum()
+    keys = tuple(f"w{i} x{i} y{i}" for i in range(n))
+    rel = Release(keys, probs, "bayesian", 1.0, 1e-6, "guarantee text", formal_dp=True, params={"S": 1.0}, diagnostics={"big": list(range(1000))})
+    r = repr(rel)
+    assert len(r) < 300, len(r)
+    assert r.startswith("Release(mechanism='bayesian', epsilon=1.0, delta=1e-06, formal_dp=True, size=50000")
+    assert "'w7 x7 y7'" in r and "'w3 x3 y3'" in r and "'w9 x9 y9'" in r and "w0 x0" not in r
+    small = Release(("a b",), np.array([1.0]), "k-anonymity", None, None, "not DP")
+    assert repr(small) == "Release(mechanism='k-anonymity', epsilon=None, delta=None, formal_dp=False, size=1, top={'a b': 1})"

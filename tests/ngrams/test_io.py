@@ -165,3 +165,155 @@ def test_failed_write_leaves_target_untouched(tmp_path):
     assert p.read_text() == "old"
     with pytest.raises(DataError, match="folder"):
         write_release(tmp_path / "missing" / "r.tsv", rel)
+
+
+# --- input checks: one DataError naming file, line (and column / field) ---------------------------
+
+
+def test_missing_field_is_named(tmp_path):
+    p = tmp_path / "u.jsonl"
+    p.write_text('{"user": 0, "text": "ok"}\n{"user": 1, "body": "x"}\n')
+    with pytest.raises(DataError, match="no field 'text'.*'body'") as info:
+        list(read_user_texts(p))
+    assert (info.value.path, info.value.line) == (str(p), 2)
+    p.write_text('{"text": "x"}\n')
+    with pytest.raises(DataError, match="no field 'user'"):
+        list(read_user_texts(p))
+
+
+def test_invalid_json_gives_line_and_column(tmp_path):
+    p = tmp_path / "u.jsonl"
+    p.write_text('{"user": 0, "text": "ok"}\n\n{"user": 1, "text": x}\n')
+    with pytest.raises(DataError, match=r"invalid JSON at column 21") as info:
+        list(read_user_texts(p))
+    assert info.value.line == 3
+    p.write_text('{"user": 1,\n')  # truncated: the column is on this line, not the next one
+    with pytest.raises(DataError, match="column 12"):
+        list(read_user_texts(p))
+
+
+def test_invalid_utf8_reports_the_exact_line_far_into_the_file(tmp_path):
+    p = tmp_path / "u.jsonl"
+    good = b'{"user": 0, "text": "' + b"word " * 40 + b'"}\n'
+    p.write_bytes(good * 500 + b'{"user": 1, "text": "caf\xe9"}\n')  # far past any decoder chunk
+    with pytest.raises(DataError, match="invalid UTF-8.*0xe9") as info:
+        list(read_user_texts(p))
+    assert info.value.line == 501
+
+
+@pytest.mark.parametrize("name,first", [("p.txt", b"the dog"), ("p.jsonl", b'{"text": "the dog"}'), ("p.csv", b"text")])
+def test_nul_bytes_are_binary_data(tmp_path, name, first):
+    p = tmp_path / name
+    p.write_bytes(first + b"\nthe cat\x00 sat\n")
+    with pytest.raises(DataError, match="NUL") as info:
+        list(read_texts(p))
+    assert (info.value.path, info.value.line) == (str(p), 2)
+
+
+@pytest.mark.parametrize("name,content", [("u.jsonl", ""), ("u.jsonl", "\n  \n"), ("u.csv", ""), ("u.csv", "user,text\n")])
+def test_private_file_without_records_is_an_error(tmp_path, name, content):
+    p = tmp_path / name
+    p.write_text(content)
+    with pytest.raises(DataError) as info:
+        list(read_user_texts(p))
+    assert info.value.path == str(p)
+
+
+def test_bom_is_ignored_and_empty_public_yields_nothing(tmp_path):
+    p = tmp_path / "u.jsonl"
+    p.write_bytes(b'\xef\xbb\xbf{"user": "a", "text": "hi"}\n')
+    assert list(read_user_texts(p)) == [("a", "hi")]
+    e = tmp_path / "e.txt"
+    e.write_text("")
+    assert list(read_texts(e)) == []
+
+
+def _object_npz(path):
+    np.savez(path, keys=np.array([{"a": 1}], dtype=object))
+
+
+@pytest.mark.parametrize("make", [lambda p: p.write_bytes(b"garbage"), lambda p: p.write_bytes(b"PK\x03\x04broken zip"), lambda p: np.savez(p, x=np.arange(3)), _object_npz])
+def test_load_counts_rejects_anything_else_in_one_line(tmp_path, make):
+    p = tmp_path / "c.npz"
+    make(p)
+    with pytest.raises(DataError, match="not a counts bundle written by `deniable ngrams count`") as info:
+        load_counts(p)
+    msg = str(info.value)
+    assert "\n" not in msg and "pickle" not in msg and info.value.path == str(p)
+
+
+@pytest.mark.parametrize(
+    "path,fmt,expected",
+    [("r.tsv", None, "tsv"), ("r.TSV", None, "tsv"), ("r.tsv.gz", None, "tsv"), ("r.parquet", None, "parquet"), ("r.out", "tsv", "tsv"), ("-", None, "tsv"), ("-", "tsv", "tsv")],
+)
+def test_release_format(path, fmt, expected):
+    from deniable.ngrams.io import release_format
+
+    assert release_format(path, fmt) == expected
+
+
+@pytest.mark.parametrize(
+    "path,fmt,match",
+    [("r.parquet", "tsv", "contradicts"), ("r.tsv", "parquet", "contradicts"), ("r.txt", None, "cannot tell"), ("-", "parquet", "stdout"), ("r.parquet.gz", None, "gzip")],
+)
+def test_release_format_errors(path, fmt, match):
+    from deniable.ngrams.io import release_format
+
+    with pytest.raises(ValueError, match=match):
+        release_format(path, fmt)
+
+
+def test_outputs_get_normal_permissions(tmp_path):
+    import os
+
+    users, vocab = _bundle()
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=2.0, rng=0)
+    old = os.umask(0o022)
+    try:
+        for p in (tmp_path / "c.npz", tmp_path / "r.tsv", tmp_path / "r.parquet"):
+            save_counts(p, users, vocab) if p.suffix == ".npz" else write_release(p, rel)
+            assert (p.stat().st_mode & 0o777) == 0o644, p  # not mkstemp's private 0600
+    finally:
+        os.umask(old)
+    with pytest.raises(ValueError, match="gz"):
+        save_counts(tmp_path / "c.npz.gz", users, vocab)
+
+
+def test_gzipped_tsv_release_roundtrip(tmp_path):
+    users, vocab = _bundle()
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=2.0, rng=0)
+    p = tmp_path / "r.tsv.gz"
+    write_release(p, rel)
+    assert p.read_bytes()[:2] == b"\x1f\x8b"
+    keys, probs, _ = read_release(p)
+    assert keys == rel.keys and np.array_equal(probs, rel.probabilities)
+
+
+@pytest.mark.parametrize(
+    "name,content,match",
+    [
+        ("r.tsv", "a b\tnot-a-number\n", "NGRAM<TAB>PROBABILITY"),
+        ("r.tsv", "a b\t1.5\n", "NGRAM<TAB>PROBABILITY"),
+        ("r.tsv", "# deniable-ngrams-release {oops\na b\t1\n", "metadata JSON"),
+        ("r.tsv", "", "no NGRAM"),
+        ("r.parquet", "not parquet", "not a release"),
+    ],
+)
+def test_read_release_errors(tmp_path, name, content, match):
+    p = tmp_path / name
+    p.write_text(content)
+    with pytest.raises(DataError, match=match) as info:
+        read_release(p)
+    assert info.value.path == str(p)
+
+
+def test_stdin_is_named_in_errors(monkeypatch):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"user": 1, "text": "hi"}\n{"user": 2}\n')))
+    with pytest.raises(DataError, match=r"^<stdin>:2: record has no field 'text'"):
+        list(read_user_texts("-", fmt="jsonl"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    with pytest.raises(DataError, match="^<stdin>: no JSONL records"):
+        list(read_user_texts("-", fmt="jsonl"))

@@ -1,8 +1,6 @@
 """Text in, text out: layout, case, and the out-of-vocabulary policy (property tests)."""
 
-import re
 import unicodedata
-import warnings
 
 import numpy as np
 import pytest

@@ -14,8 +14,7 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from .. import brr_runtime
+from .._files import atomic_binary
 from .._validation import check_int
-from ..embeddings.embedding import UNK_ID
+from ..embeddings.embedding import UNK_ID, Vocabulary
 from ..errors import DataError
 
 __all__ = ["BinaryEmbedding", "pack_bits", "unpack_bits", "majority_code", "UNK_METHODS"]
@@ -60,7 +60,7 @@ def majority_code(bits: np.ndarray) -> np.ndarray:
     return 2 * bits.sum(axis=0, dtype=np.int64) > bits.shape[0]
 
 
-class BinaryEmbedding:
+class BinaryEmbedding(Vocabulary):
     """A binary word embedding: ``words[i]`` has the ``n_bits``-bit code ``codes[i]`` (packed).
 
     Parameters
@@ -167,10 +167,6 @@ class BinaryEmbedding:
 
     # -- vocabulary interface (what deniable.text and Mechanism use) ------------------------
     @property
-    def words(self) -> list[str]:
-        return self._words
-
-    @property
     def codes(self) -> np.ndarray:
         """Read-only packed ``uint64`` codes ``(len(self), words_per_code)``."""
         return self._codes
@@ -178,26 +174,6 @@ class BinaryEmbedding:
     @property
     def words_per_code(self) -> int:
         return int(self._codes.shape[1])
-
-    def __len__(self) -> int:
-        return len(self._words)
-
-    def __contains__(self, word: object) -> bool:
-        return word in self._index
-
-    def id_of(self, word: str) -> int:
-        try:
-            return self._index[word]
-        except KeyError:
-            raise KeyError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
-
-    def ids_of(self, words: Iterable[str]) -> np.ndarray:
-        get = self._index.get
-        return np.fromiter((get(w, UNK_ID) for w in words), dtype=np.int64)
-
-    @cached_property
-    def uncased(self) -> bool:
-        return all(w == w.lower() for w in self._words)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -263,18 +239,8 @@ class BinaryEmbedding:
         """Write the bundle file atomically (temp file in the same folder, then rename)."""
         path = Path(path)
         data = self.to_bytes()
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a bundle is meant to be shared
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_binary(path) as f:
+            f.write(data)
         return path
 
     @classmethod

@@ -248,7 +248,7 @@ def render_html(data: dict[str, Any], *, plots: bool = True) -> str:
 
 def write_html(data: dict[str, Any], path: str | os.PathLike[str], *, plots: bool = True) -> None:
     """Write :func:`render_html` atomically to ``path``."""
-    from ..cli._io import atomic_output
+    from .._files import atomic_output
 
     text = render_html(data, plots=plots)
     with atomic_output(path) as f:

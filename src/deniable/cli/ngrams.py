@@ -1,15 +1,18 @@
 """``deniable ngrams``: count n-grams per user, release their distribution with DP, evaluate it.
 
     deniable ngrams count users.jsonl --public public.txt -n 3 --max-vocab 50000 -o counts.npz
-    deniable ngrams release counts.npz -e 1 -d 1e-6 -o release.tsv        # Algorithm 1
-    deniable ngrams release counts.npz -e 1 -d 1e-6 --tune -o release.parquet   # Algorithm 2
-    deniable ngrams evaluate release.tsv --counts counts.npz --heldout heldout.npz
+    deniable ngrams release counts.npz -e 1 -d 1e-6 --sensitivity 2 -o release.tsv   # Algorithm 1, formal DP
+    deniable ngrams release counts.npz -e 1 -d 1e-6 --tune -o release.parquet   # Algorithm 2 (not formal)
+    deniable ngrams evaluate release.tsv --counts counts.npz --heldout heldout.npz --smoothing 1e-3
 
 The vocabulary is built from the PUBLIC files only; private n-grams outside it are dropped and never
-released. Outputs are written atomically. Release files hold only data-independent metadata; a
-release that is not formally DP (the paper's local-sensitivity calibrations, ``-W paper-rule``,
-k-anonymity) prints one ``warning:`` line on stderr. ``--diagnostics`` prints the data-dependent
-values (user count, local sensitivities, σ, tuned (S, ρ)) on stderr: they are NOT privatized.
+released. Outputs are written atomically with :func:`deniable.cli._io.atomic_output`; the counts
+bundle must go to a file, a release may go to stdout as TSV (``-o -``), and ``--format`` must agree
+with a ``.tsv``/``.parquet`` name (usage errors, exit 2). Bad input files exit 1 with one line.
+Release files hold only data-independent metadata; a release that is not formally DP (the paper's
+local-sensitivity calibrations, ``-W paper-rule``, k-anonymity) prints one ``warning:`` line on
+stderr. ``--diagnostics`` prints the data-dependent values (user count, local sensitivities, σ,
+tuned (S, ρ)) on stderr: they are NOT privatized.
 """
 
 from __future__ import annotations
@@ -76,6 +79,14 @@ def _cap(ctx: click.Context, param: click.Parameter, value: str | None) -> str |
     return v
 
 
+def _counts_output(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if value == "-":
+        raise click.BadParameter("a counts bundle is a binary .npz file and cannot go to stdout; give a file name such as counts.npz")
+    if value.lower().endswith(".gz"):
+        raise click.BadParameter(f"a counts bundle is already compressed; drop the .gz suffix from {value!r}")
+    return value
+
+
 def _bar(desc: str, total: int | None = None, unit: str = "it") -> tqdm:
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True, disable=None)
 
@@ -90,7 +101,7 @@ def ngrams() -> None:
 
 
 @ngrams.command()
-@click.argument("private", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("private", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--public", "public", multiple=True, required=True, type=click.Path(dir_okay=False, exists=True), help="Public text (one text per line), JSONL or CSV; repeatable. The vocabulary comes only from these.")
 @click.option("-n", "--order", "n", type=click.IntRange(min=1), default=3, show_default=True, help="n of the n-grams.")
 @click.option("--max-vocab", type=click.IntRange(min=1), default=None, help="Keep the most frequent public n-grams only.")
@@ -99,7 +110,7 @@ def ngrams() -> None:
 @click.option("--text-field", default="text", show_default=True, help="Text field (private records, and public JSONL/CSV).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Private input format (default: from the suffix).")
 @click.option("--no-lowercase", is_flag=True, help="Keep case (default: lower-case words).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Counts bundle (.npz).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), callback=_counts_output, help="Counts bundle (.npz; a file, not stdout).")
 def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, min_public_count: int, user_field: str, text_field: str, fmt: str | None, no_lowercase: bool, output: str) -> None:
     """Count each user's n-grams of PRIVATE (JSONL/CSV with user and text fields) over a
     vocabulary taken from the --public files only."""
@@ -121,13 +132,17 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
     pub = count_public(public_texts(), n, lowercase=lowercase)
     try:
         vocab = build_vocabulary(pub, n=n, max_size=max_vocab, min_count=min_public_count, lowercase=lowercase)
-    except ValueError as exc:
-        raise DataError(str(exc)) from None
+    except ValueError:
+        names = ", ".join(public)
+        why = f"no {n}-gram occurs" + (f" at least {min_public_count} times" if min_public_count > 1 else "")
+        raise DataError(f"the public vocabulary is empty: {why} in the --public text ({'empty file?' if not pub else 'too little text?'})", path=names) from None
     bar = _bar("private records", unit="rec")
     try:
         users = count_users(read_user_texts(private, user_field=user_field, text_field=text_field, fmt=fmt), vocab, progress=bar)
     finally:
         bar.close()
+    if users.n_users == 0:  # unreachable for files (the reader rejects them); kept for safety
+        raise DataError("no user records", path=private)
     save_counts(output, users, vocab)
     click.echo(
         f"{users.n_users} users, {len(vocab)} public {n}-grams, {int(users.matrix.sum())} private n-gram tokens counted, "
@@ -138,7 +153,7 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
 
 @ngrams.command()
 @click.argument("counts", type=click.Path(dir_okay=False, exists=True))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Release file: .tsv or .parquet.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True), help="Release file: .tsv, .tsv.gz or .parquet; '-' writes TSV to stdout.")
 @click.option("-m", "--mechanism", type=click.Choice(MECHANISMS), default="bayesian", show_default=True)
 @click.option("-e", "--epsilon", type=float, callback=_positive, default=None, help="Total epsilon (required except for k-anonymity).")
 @click.option("-d", "--delta", type=float, callback=_open_unit, default=1e-6, show_default=True)
@@ -151,7 +166,7 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
 @click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True)
 @click.option("-W", "W", default=None, callback=_cap, help="Per-user total cap of the Laplace baselines, required for them: a number chosen without the private data (formal DP), or 'paper-rule' for max(1, users/1000) from the private user count (NOT formal DP).")
 @click.option("-K", "K", type=click.IntRange(min=1), default=50, show_default=True, help="k-anonymity threshold.")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "parquet"]), default=None, help="Output format (default: from the suffix).")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "parquet"]), default=None, help="Output format (default: from the suffix; must agree with a .tsv/.parquet suffix).")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (reproducible experiments only).")
 @click.option("--diagnostics", "show_diagnostics", is_flag=True, help="Print data-dependent diagnostics (user count, local sensitivity, sigma, tuned S and rho) as JSON on stderr. NOT privatized: never publish them.")
 def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float, rho: float, C: float, tune: bool, score: str, sensitivity: str | float, calibration: str, W: float | str | None, K: int, fmt: str | None, seed: int | None, show_diagnostics: bool) -> None:
@@ -164,8 +179,12 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
     data-independent metadata.
     """
     from ..ngrams import release as do_release
-    from ..ngrams.io import load_counts, write_release
+    from ..ngrams.io import load_counts, release_format, write_release
 
+    try:
+        fmt = release_format(output, fmt)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'-o' / '--output'") from None
     if epsilon is None and mechanism != "k-anonymity":
         raise click.UsageError("--epsilon is required for the DP mechanisms")
     if tune and mechanism != "bayesian":
@@ -180,6 +199,8 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
     caught: list[warnings.WarningMessage] = []
     try:
         users, vocab = load_counts(counts)
+        if users.n_users == 0:
+            raise DataError("the counts bundle has no users", path=counts)
         bar.update(1)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -215,10 +236,11 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
         if msg not in seen:
             seen.add(msg)
             click.echo(f"warning: {msg}", err=True)
+    where = "stdout" if output == "-" else output
     eps = "none (not DP)" if rel.epsilon is None else f"{rel.epsilon:g}"
     # sigma is published only when it is data independent (formal DP); otherwise it is a diagnostic
     sigma = f", sigma={rel.sigma:.6g} ({rel.calibration})" if rel.formal_dp and rel.sigma is not None else ""
-    click.echo(f"{rel.mechanism}: epsilon={eps}, delta={rel.delta}{sigma}, formal_dp={rel.formal_dp}, {len(rel)} n-grams -> {output}", err=True)
+    click.echo(f"{rel.mechanism}: epsilon={eps}, delta={rel.delta}{sigma}, formal_dp={rel.formal_dp}, {len(rel)} n-grams -> {where}", err=True)
     if show_diagnostics:
         click.echo("warning: the diagnostics below are computed from the private data and are NOT privatized; do not publish them", err=True)
         click.echo("diagnostics: " + json.dumps(rel.diagnostics_json(), sort_keys=True), err=True)
@@ -230,7 +252,11 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
 @click.option("--heldout", type=click.Path(dir_okay=False, exists=True), default=None, help="Held-out counts bundle: n-gram LM perplexity (§4.6).")
 @click.option("--smoothing", type=float, callback=_unit, default=0.0, show_default=True, help="Mix the release with uniform at this weight first.")
 def evaluate(release_file: str, counts: str, heldout: str | None, smoothing: float) -> None:
-    """KL divergence from the private distribution and held-out perplexity of a RELEASE (JSON on stdout)."""
+    """KL divergence from the private distribution and held-out perplexity of a RELEASE (JSON on stdout).
+
+    Values are JSON numbers; an infinite one (a release with probability 0 where the data has
+    mass) is null, with a "note" field: compare mechanisms with the same --smoothing (e.g. 1e-3).
+    """
     from ..ngrams.evaluate import kl_divergence, private_distribution, trigram_perplexity
     from ..ngrams.io import load_counts, read_release
 
@@ -240,14 +266,30 @@ def evaluate(release_file: str, counts: str, heldout: str | None, smoothing: flo
     users, vocab = load_counts(counts)
     index = {k: i for i, k in enumerate(keys)}
     missing = [k for k in vocab.keys if k not in index]
-    if missing or len(keys) != len(vocab.keys):
+    if missing or len(keys) != len(vocab.keys):  # also catches duplicated keys
         raise DataError(f"the release and the counts have different vocabularies ({len(missing)} counted n-grams not in the release)", path=release_file)
     q = probs[[index[k] for k in vocab.keys]]
-    out = {"mechanism": meta.get("mechanism"), "epsilon": meta.get("epsilon"), "delta": meta.get("delta"), "formal_dp": meta.get("formal_dp"), "smoothing": smoothing}
-    out["kl"] = kl_divergence(private_distribution(users), q, smoothing=smoothing)
+    if not q.sum() > 0:
+        raise DataError("the release gives probability 0 to every n-gram", path=release_file)
+    p = private_distribution(users) if users.matrix.nnz else None
+    if p is None:
+        raise DataError("the private counts are all zero", path=counts)
+    out: dict[str, object] = {"mechanism": meta.get("mechanism"), "epsilon": meta.get("epsilon"), "delta": meta.get("delta"), "formal_dp": meta.get("formal_dp"), "smoothing": smoothing}
+    values = {"kl": kl_divergence(p, q, smoothing=smoothing)}
     if heldout is not None:
         test, test_vocab = load_counts(heldout)
         if tuple(test_vocab.keys) != tuple(vocab.keys):
             raise DataError("the held-out counts use a different vocabulary", path=heldout)
-        out["perplexity"] = trigram_perplexity(q, vocab.keys, np.asarray(test.matrix.sum(axis=0)).ravel(), smoothing=smoothing)
-    click.echo(json.dumps({k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in out.items()}))
+        t = np.asarray(test.matrix.sum(axis=0)).ravel()
+        if not t.sum() > 0:
+            raise DataError("the held-out counts are all zero", path=heldout)
+        values["perplexity"] = trigram_perplexity(q, vocab.keys, t, smoothing=smoothing)
+    # JSON numbers only: a non-finite value is null, and a note says why
+    infinite = [k for k, v in values.items() if not math.isfinite(v)]
+    out.update({k: (v if math.isfinite(v) else None) for k, v in values.items()})
+    if infinite:
+        out["note"] = (
+            f"{' and '.join(infinite)} infinite (null): the release gives probability 0 to n-grams the data has; "
+            "compare mechanisms with the same --smoothing > 0 (e.g. 1e-3)"
+        )
+    click.echo(json.dumps(out))

@@ -11,13 +11,50 @@ import numpy as np
 
 from ..errors import DataError, DeniableWarning
 
-__all__ = ["Embedding", "UNK_ID"]
+__all__ = ["Embedding", "Vocabulary", "UNK_ID"]
 
 #: Id that stands for "out of vocabulary" in id arrays handed to mechanisms.
 UNK_ID = -1
 
 
-class Embedding:
+class Vocabulary:
+    """Word <-> id lookup shared by :class:`Embedding` and
+    :class:`~deniable.binary.BinaryEmbedding` (what :mod:`deniable.text` and mechanisms use).
+    Subclasses set ``_words`` (list) and ``_index`` (word -> first id)."""
+
+    _words: list[str]
+    _index: dict[str, int]
+
+    @property
+    def words(self) -> list[str]:
+        """The vocabulary (do not modify)."""
+        return self._words
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._index
+
+    def id_of(self, word: str) -> int:
+        """Id of ``word``; raises ``KeyError`` if it is not in the vocabulary."""
+        try:
+            return self._index[word]
+        except KeyError:
+            raise KeyError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
+
+    def ids_of(self, words: Iterable[str]) -> np.ndarray:
+        """Ids of ``words`` as an int64 array, :data:`UNK_ID` (-1) for unknown words."""
+        get = self._index.get
+        return np.fromiter((get(w, UNK_ID) for w in words), dtype=np.int64)
+
+    @cached_property
+    def uncased(self) -> bool:
+        """True when every word equals its lower-case form (lookups then lower-case the input)."""
+        return all(w == w.lower() for w in self._words)
+
+
+class Embedding(Vocabulary):
     """A word embedding: ``words[i]`` has vector ``vectors[i]``.
 
     Parameters
@@ -75,11 +112,6 @@ class Embedding:
 
     # -- basic access --------------------------------------------------------------------
     @property
-    def words(self) -> list[str]:
-        """The vocabulary (do not modify)."""
-        return self._words
-
-    @property
     def vectors(self) -> np.ndarray:
         """Read-only float32 array of shape ``(len(self), dim)``."""
         return self._vectors
@@ -89,36 +121,13 @@ class Embedding:
         """Number of dimensions."""
         return int(self._vectors.shape[1])
 
-    def __len__(self) -> int:
-        return len(self._words)
-
-    def __contains__(self, word: object) -> bool:
-        return word in self._index
-
     def __repr__(self) -> str:
         src = f", source={self.source!r}" if self.source else ""
         return f"Embedding({len(self)} words x {self.dim} dims, fingerprint={self.fingerprint}{src})"
 
-    def id_of(self, word: str) -> int:
-        """Id of ``word``; raises ``KeyError`` if it is not in the vocabulary."""
-        try:
-            return self._index[word]
-        except KeyError:
-            raise KeyError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
-
-    def ids_of(self, words: Iterable[str]) -> np.ndarray:
-        """Ids of ``words`` as an int64 array, :data:`UNK_ID` (-1) for unknown words."""
-        get = self._index.get
-        return np.fromiter((get(w, UNK_ID) for w in words), dtype=np.int64)
-
     def vector(self, word: str) -> np.ndarray:
         """The vector of ``word`` (read-only view)."""
         return self._vectors[self.id_of(word)]
-
-    @cached_property
-    def uncased(self) -> bool:
-        """True when every word equals its lower-case form (lookups then lower-case the input)."""
-        return all(w == w.lower() for w in self._words)
 
     @cached_property
     def mean(self) -> np.ndarray:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .._files import atomic_binary
 from .._validation import check_int
 from ..errors import DeniableWarning
 from ..metrics import METRICS, get_metric, metric_name, pairwise_distances
@@ -107,25 +107,17 @@ class Neighborhoods:
         ``os.replace``."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a cache is not secret
-            with os.fdopen(fd, "wb") as f:
-                np.savez(
-                    f,
-                    indptr=self.indptr,
-                    indices=self.indices,
-                    distances=self.distances,
-                    bound=self.bound,
-                    meta=np.array(
-                        [self.kind, repr(float(self.param)), self.metric, str(self.n_vocab), self.fingerprint, str(FORMAT_VERSION)]
-                    ),
-                )
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_binary(path) as f:  # a cache is not secret: normal permissions
+            np.savez(
+                f,
+                indptr=self.indptr,
+                indices=self.indices,
+                distances=self.distances,
+                bound=self.bound,
+                meta=np.array(
+                    [self.kind, repr(float(self.param)), self.metric, str(self.n_vocab), self.fingerprint, str(FORMAT_VERSION)]
+                ),
+            )
         return path
 
     @classmethod

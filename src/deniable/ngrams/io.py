@@ -5,10 +5,12 @@ Inputs
   text field (names configurable); ``.gz`` files are read transparently.
 * public text: plain text (one text per line), or JSONL/CSV with a text field.
 
-Outputs (written atomically: a temporary file in the same folder renamed over the target)
+Outputs (written atomically with :func:`deniable._files.atomic_output`: a temporary file in the
+same folder renamed over the target, with the permissions a plain ``open`` would give)
 * counts bundle ``.npz``: the users x n-grams CSR matrix (int32 indices), vocabulary keys, public
   counts α, user ids, n.
-* release ``.tsv``: ``# deniable-ngrams-release {json metadata}`` then ``ngram<TAB>probability``;
+* release ``.tsv`` (or ``-``: stdout; ``.tsv.gz``: compressed): ``# deniable-ngrams-release {json
+  metadata}`` then ``ngram<TAB>probability``;
   ``.parquet``: columns ngram, probability, the metadata JSON in the schema metadata (pyarrow).
   The metadata is :meth:`Release.metadata`: data-independent values only (ε, δ, mechanism, public
   parameters, vocabulary size, ``formal_dp``, the guarantee line, library version). The
@@ -17,22 +19,19 @@ Outputs (written atomically: a temporary file in the same folder renamed over th
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import gzip
-import io
 import json
 import os
 import sys
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._optional import import_optional
+from .._files import atomic_output, decode_line, open_input
 from ..errors import DataError
 from .counting import UserCounts, Vocabulary
 from .release import Release
@@ -45,7 +44,7 @@ __all__ = [
     "load_counts",
     "write_release",
     "read_release",
-    "atomic_path",
+    "release_format",
 ]
 
 _TSV_MAGIC = "# deniable-ngrams-release "
@@ -64,15 +63,62 @@ def detect_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
     return "txt"
 
 
-def _open_text(path: str | os.PathLike[str]) -> IO[str]:
-    p = str(path)
-    if p == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")
-    if Path(p).is_dir():
-        raise DataError("is a directory, not a file", path=p)
-    if p.endswith(".gz"):
-        return gzip.open(p, "rt", encoding="utf-8", newline="")
-    return open(p, encoding="utf-8", newline="")
+def _name(path: str | os.PathLike[str]) -> str:
+    """How error messages name an input (``-`` is stdin)."""
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` of a UTF-8 text file (``.gz`` decompressed, ``-`` = stdin).
+
+    Lines are decoded one at a time, so invalid UTF-8 and binary data (NUL bytes) are reported
+    with the exact line (and column) by :func:`deniable._files.decode_line`; a leading UTF-8 BOM
+    is dropped.
+    """
+    with open_input(str(path)) as f:
+        name = _name(path)
+        for line_no, raw in enumerate(f, start=1):
+            text = decode_line(raw, path=name, line=line_no)
+            if line_no == 1 and text.startswith("\ufeff"):
+                text = text[1:]
+            yield line_no, text
+
+
+def _json_record(line: str, *, path: str, line_no: int) -> dict[str, Any]:
+    try:
+        obj = json.loads(line.rstrip("\r\n"))  # so an error at the end gets this line's column
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON at column {exc.colno}: {exc.msg}", path=path, line=line_no) from None
+    if not isinstance(obj, dict):
+        raise DataError(f"expected a JSON object (with fields), got {type(obj).__name__}", path=path, line=line_no)
+    return obj
+
+
+def _field(obj: dict[str, Any], name: str, *, path: str, line_no: int) -> Any:
+    if name not in obj:
+        has = ", ".join(repr(k) for k in list(obj)[:8]) or "none"
+        raise DataError(f"record has no field {name!r} (its fields: {has})", path=path, line=line_no)
+    return obj[name]
+
+
+def _csv_rows(path: str, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield ``(line_number, row)`` of a CSV file with a header holding the ``required`` fields."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    lines = (text for _, text in _lines(path))
+    reader = csv.DictReader(lines)
+    try:
+        fields = reader.fieldnames
+        if fields is None:
+            raise DataError("empty file (expected a CSV header line)", path=_name(path))
+        missing = [x for x in required if x not in fields]
+        if missing:
+            raise DataError(f"CSV header lacks field(s) {', '.join(map(repr, missing))} (has {', '.join(map(repr, fields))})", path=_name(path), line=1)
+        for row in reader:
+            if any(row.get(x) is None for x in required):
+                raise DataError(f"row has too few fields (expected {len(fields)})", path=_name(path), line=reader.line_num)
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise DataError(f"malformed CSV: {exc}", path=_name(path), line=reader.line_num) from None
 
 
 def read_user_texts(
@@ -84,116 +130,73 @@ def read_user_texts(
 ) -> Iterator[tuple[str, str]]:
     """Yield ``(user, text)`` from a JSONL or CSV file (optionally gzipped).
 
-    Raises :class:`DataError` (with path and line) on malformed JSON, a missing field, or invalid
-    UTF-8. User ids are returned as strings.
+    Raises :class:`DataError` (with path and line) on malformed JSON (with the column), a missing
+    field (named), invalid UTF-8, binary data, or a file without any record. User ids are
+    returned as strings.
     """
-    kind = detect_format(path, fmt)
+    p = str(path)
+    kind = detect_format(p, fmt)
+    name = _name(p)
     if kind not in ("jsonl", "csv"):
-        raise DataError(f"per-user input must be JSONL or CSV, got format {kind!r}", path=str(path))
-    f = _open_text(path)
-    try:
-        if kind == "jsonl":
-            line_no = 0
-            try:
-                for line_no, line in enumerate(f, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"invalid JSON: {exc.msg}", path=str(path), line=line_no) from None
-                    if not isinstance(obj, dict) or user_field not in obj or text_field not in obj:
-                        raise DataError(f"expected an object with fields {user_field!r} and {text_field!r}", path=str(path), line=line_no)
-                    text = obj[text_field]
-                    if not isinstance(text, str):
-                        raise DataError(f"field {text_field!r} must be a string", path=str(path), line=line_no)
-                    yield str(obj[user_field]), text
-            except UnicodeDecodeError:
-                raise DataError("invalid UTF-8; convert the file to UTF-8", path=str(path), line=line_no + 1) from None
-        else:
-            csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-            reader = csv.DictReader(f)
-            try:
-                fields = reader.fieldnames or []
-                missing = [x for x in (user_field, text_field) if x not in fields]
-                if missing:
-                    raise DataError(f"CSV header lacks field(s) {missing} (has {fields})", path=str(path), line=1)
-                for row in reader:
-                    if row.get(user_field) is None or row.get(text_field) is None:
-                        raise DataError("row has too few fields", path=str(path), line=reader.line_num)
-                    yield row[user_field], row[text_field]
-            except csv.Error as exc:
-                raise DataError(f"malformed CSV: {exc}", path=str(path), line=reader.line_num) from None
-            except UnicodeDecodeError:
-                raise DataError("invalid UTF-8; convert the file to UTF-8", path=str(path), line=reader.line_num + 1) from None
-    finally:
-        f.close()
+        raise DataError(f"per-user input must be JSONL or CSV (use a .jsonl/.csv name or --format), got format {kind!r}", path=name)
+    n = 0
+    if kind == "jsonl":
+        for line_no, line in _lines(p):
+            if not line.strip():
+                continue
+            obj = _json_record(line, path=name, line_no=line_no)
+            user = _field(obj, user_field, path=name, line_no=line_no)
+            text = _field(obj, text_field, path=name, line_no=line_no)
+            if not isinstance(text, str):
+                raise DataError(f"field {text_field!r} must be a string, got {type(text).__name__}", path=name, line=line_no)
+            if user is None or isinstance(user, (dict, list)):
+                raise DataError(f"field {user_field!r} must be a string or a number, got {type(user).__name__}", path=name, line=line_no)
+            n += 1
+            yield str(user), text
+    else:
+        for _, row in _csv_rows(p, (user_field, text_field)):
+            n += 1
+            yield row[user_field], row[text_field]
+    if n == 0:
+        raise DataError(f"no {kind.upper()} records (the file is empty)", path=name)
 
 
 def read_texts(path: str | os.PathLike[str], *, text_field: str = "text", fmt: str | None = None) -> Iterator[str]:
-    """Yield public texts: each line of a plain text file, or the text field of JSONL/CSV rows."""
-    kind = detect_format(path, fmt)
-    if kind in ("jsonl", "csv"):
-        f = _open_text(path)
-        try:
-            if kind == "csv":
-                csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-                reader = csv.DictReader(f)
-                if text_field not in (reader.fieldnames or []):
-                    raise DataError(f"CSV header lacks field {text_field!r}", path=str(path), line=1)
-                for row in reader:
-                    yield row[text_field] or ""
-            else:
-                for line_no, line in enumerate(f, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"invalid JSON: {exc.msg}", path=str(path), line=line_no) from None
-                    if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
-                        raise DataError(f"expected an object with a string field {text_field!r}", path=str(path), line=line_no)
-                    yield obj[text_field]
-        finally:
-            f.close()
-        return
-    if kind != "txt":
-        raise DataError(f"public input must be text, JSONL or CSV, got format {kind!r}", path=str(path))
-    f = _open_text(path)
-    line_no = 0
-    try:
-        for line_no, line in enumerate(f, start=1):
+    """Yield public texts: each line of a plain text file, or the text field of JSONL/CSV rows.
+
+    Raises :class:`DataError` (path, line) on invalid UTF-8, binary data (NUL bytes) or malformed
+    records. An empty file yields nothing.
+    """
+    p = str(path)
+    kind = detect_format(p, fmt)
+    name = _name(p)
+    if kind == "csv":
+        for _, row in _csv_rows(p, (text_field,)):
+            yield row[text_field] or ""
+    elif kind == "jsonl":
+        for line_no, line in _lines(p):
+            if not line.strip():
+                continue
+            text = _field(_json_record(line, path=name, line_no=line_no), text_field, path=name, line_no=line_no)
+            if not isinstance(text, str):
+                raise DataError(f"field {text_field!r} must be a string, got {type(text).__name__}", path=name, line=line_no)
+            yield text
+    elif kind == "txt":
+        for _, line in _lines(p):
             yield line
-    except UnicodeDecodeError:
-        raise DataError("invalid UTF-8; convert the file to UTF-8", path=str(path), line=line_no + 1) from None
-    finally:
-        f.close()
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield a temporary path in ``path``'s folder; renamed over ``path`` if the block succeeds."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise DataError("output folder does not exist", path=str(folder))
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    else:
+        raise DataError(f"public input must be text, JSONL or CSV, got format {kind!r}", path=name)
 
 
 def save_counts(path: str | os.PathLike[str], counts: UserCounts, vocabulary: Vocabulary) -> None:
-    """Save per-user counts and the public vocabulary to a ``.npz`` bundle (atomically)."""
+    """Save per-user counts and the public vocabulary to a ``.npz`` bundle (atomically, with the
+    permissions a plain ``open`` would give)."""
     m = sp.csr_matrix(counts.matrix)
     if tuple(counts.keys) != tuple(vocabulary.keys):
         raise ValueError("counts and vocabulary have different keys")
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+    if str(path) == "-" or str(path).endswith(".gz"):
+        raise ValueError(f"a counts bundle must be written to a plain (not .gz) file, got {str(path)!r}")
+    with atomic_output(path, mode="wb") as f:
         np.savez_compressed(
             f,
             indptr=m.indptr.astype(np.int64),
@@ -209,73 +212,142 @@ def save_counts(path: str | os.PathLike[str], counts: UserCounts, vocabulary: Vo
         )
 
 
+_NOT_COUNTS = "not a counts bundle written by `deniable ngrams count`"
+_COUNTS_FIELDS = ("indptr", "indices", "data", "shape", "keys", "public_counts", "user_ids", "n", "lowercase", "dropped")
+
+
 def load_counts(path: str | os.PathLike[str]) -> tuple[UserCounts, Vocabulary]:
-    """Load a bundle written by :func:`save_counts`."""
+    """Load a bundle written by :func:`save_counts`.
+
+    Anything else (another file type, a foreign or damaged ``.npz``) raises one
+    :class:`DataError` naming the file; nothing is ever unpickled.
+    """
+    p = str(path)
+    if Path(p).is_dir():
+        raise DataError("is a directory, not a counts bundle", path=p)
+    with open(p, "rb") as f:  # FileNotFoundError / PermissionError pass through (the CLI reports them)
+        magic = f.read(4)
+    if magic != b"PK\x03\x04":
+        raise DataError(_NOT_COUNTS + (" (empty file)" if not magic else " (not an .npz file)"), path=p)
     try:
-        z = np.load(path, allow_pickle=False)
-        m = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(int(x) for x in z["shape"]))
-        keys = tuple(str(k) for k in z["keys"])
-        vocab = Vocabulary(keys, z["public_counts"], n=int(z["n"]), lowercase=bool(z["lowercase"]))
-        counts = UserCounts(m, keys, tuple(str(u) for u in z["user_ids"]), int(z["dropped"]))
-    except (OSError, KeyError, ValueError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise DataError(f"not a deniable n-gram counts bundle ({exc})", path=str(path)) from None
+        with np.load(p, allow_pickle=False) as z:
+            absent = [k for k in _COUNTS_FIELDS if k not in z.files]
+            if absent:
+                raise DataError(f"{_NOT_COUNTS} (no {', '.join(absent)})", path=p)
+            m = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(int(x) for x in z["shape"]))
+            keys = tuple(str(k) for k in z["keys"])
+            vocab = Vocabulary(keys, z["public_counts"], n=int(z["n"]), lowercase=bool(z["lowercase"]))
+            counts = UserCounts(m, keys, tuple(str(u) for u in z["user_ids"]), int(z["dropped"]))
+    except DataError:
+        raise
+    except Exception:  # damaged zip, object arrays, inconsistent shapes: one clear line, no numpy text
+        raise DataError(_NOT_COUNTS + " (damaged or inconsistent contents)", path=p) from None
     return counts, vocab
+
+
+def release_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
+    """The release format ("tsv" or "parquet") for writing to ``path`` (``"-"``: stdout, TSV only).
+
+    Raises ValueError when it cannot be told, or when ``fmt`` contradicts the file name's suffix
+    (e.g. ``--format tsv`` for ``r.parquet``).
+    """
+    p = str(path)
+    suffix = None if p == "-" else detect_format(p)
+    if suffix not in ("tsv", "parquet"):
+        suffix = None
+    kind = fmt.lower() if fmt else suffix
+    if p == "-":
+        kind = kind or "tsv"
+        if kind != "tsv":
+            raise ValueError("only a TSV release can be written to stdout ('-o -'); give a .parquet file name")
+        return kind
+    if kind is None:
+        raise ValueError(f"cannot tell the release format from {p!r}: use a .tsv or .parquet name, or --format tsv|parquet")
+    if kind not in ("tsv", "parquet"):
+        raise ValueError(f"release format must be 'tsv' or 'parquet', got {kind!r}")
+    if suffix is not None and suffix != kind:
+        raise ValueError(f"--format {kind} contradicts the file name {p!r} (a .{suffix} file)")
+    if kind == "parquet" and p.lower().endswith(".gz"):
+        raise ValueError(f"a Parquet release cannot be gzip-compressed, got {p!r}")
+    return kind
 
 
 def write_release(path: str | os.PathLike[str], release: Release, *, fmt: str | None = None) -> None:
     """Write a release as TSV (metadata in a ``#`` header line) or Parquet, atomically.
 
+    ``path`` ``"-"`` writes TSV to stdout; a ``.gz`` TSV name is gzip-compressed. The format comes
+    from ``fmt`` or the suffix (see :func:`release_format`: a contradiction is a ValueError).
     Only :meth:`Release.metadata` (data-independent) is written, never ``release.diagnostics``:
     values such as the user count or a local sensitivity are not covered by any guarantee.
     """
-    kind = detect_format(path, fmt)
+    kind = release_format(path, fmt)
     meta = release.metadata()
     if kind == "tsv":
-        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        with atomic_output(path, mode="w", encoding="utf-8", newline="") as f:
             f.write(_TSV_MAGIC + json.dumps(meta, sort_keys=True) + "\n")
             f.write("ngram\tprobability\n")
             probs = release.probabilities
             f.writelines(f"{k}\t{p!r}\n" for k, p in zip(release.keys, probs.tolist()))
-    elif kind == "parquet":
+    else:
         pa = import_optional("pyarrow", purpose="writing Parquet")
         pq = import_optional("pyarrow.parquet", purpose="writing Parquet")
         table = pa.table({"ngram": pa.array(list(release.keys), type=pa.string()), "probability": pa.array(release.probabilities)})
         table = table.replace_schema_metadata({b"deniable": json.dumps(meta, sort_keys=True).encode()})
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
-    else:
-        raise ValueError(f"release format must be 'tsv' or 'parquet', got {kind!r}")
+        with atomic_output(path, mode="wb") as f:
+            pq.write_table(table, f)
+
+
+_NOT_RELEASE = "not a release written by `deniable ngrams release`"
 
 
 def read_release(path: str | os.PathLike[str], *, fmt: str | None = None) -> tuple[tuple[str, ...], np.ndarray, dict[str, Any]]:
-    """Read ``(keys, probabilities, metadata)`` from a file written by :func:`write_release`."""
-    kind = detect_format(path, fmt)
+    """Read ``(keys, probabilities, metadata)`` from a file written by :func:`write_release`.
+
+    Raises :class:`DataError` (path, line where known) for anything else.
+    """
+    p = str(path)
+    kind = detect_format(p, fmt)
     if kind == "parquet":
         pq = import_optional("pyarrow.parquet", purpose="reading Parquet")
-        table = pq.read_table(path)
-        meta = json.loads((table.schema.metadata or {}).get(b"deniable", b"{}"))
-        return tuple(table.column("ngram").to_pylist()), np.asarray(table.column("probability").to_numpy(), dtype=np.float64), meta
+        try:
+            table = pq.read_table(p)
+            raw_meta = (table.schema.metadata or {}).get(b"deniable", b"{}")
+            meta = json.loads(raw_meta)
+            keys = tuple(str(k) for k in table.column("ngram").to_pylist())
+            probs = np.asarray(table.column("probability").to_numpy(), dtype=np.float64)
+        except FileNotFoundError:
+            raise
+        except Exception:
+            raise DataError(_NOT_RELEASE + " (not a Parquet file with columns ngram, probability)", path=p) from None
+        if not isinstance(meta, dict):
+            raise DataError(_NOT_RELEASE + " (bad metadata)", path=p)
+        return keys, probs, meta
     if kind != "tsv":
-        raise DataError(f"release must be .tsv or .parquet, got format {kind!r}", path=str(path))
+        raise DataError(f"release must be .tsv or .parquet, got format {kind!r}", path=p)
     keys: list[str] = []
     probs: list[float] = []
     meta: dict[str, Any] = {}
-    with _open_text(path) as f:
-        for line_no, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if line.startswith(_TSV_MAGIC):
-                meta = json.loads(line[len(_TSV_MAGIC) :])
-                continue
-            if line.startswith("#") or not line or line == "ngram\tprobability":
-                continue
-            key, sep, val = line.rpartition("\t")
+    for line_no, line in _lines(p):
+        line = line.rstrip("\r\n")
+        if line.startswith(_TSV_MAGIC):
             try:
-                probs.append(float(val))
-            except ValueError:
-                raise DataError(f"expected NGRAM<TAB>PROBABILITY, got {line[:60]!r}", path=str(path), line=line_no) from None
-            if not sep:
-                raise DataError(f"expected NGRAM<TAB>PROBABILITY, got {line[:60]!r}", path=str(path), line=line_no)
-            keys.append(key)
+                meta = json.loads(line[len(_TSV_MAGIC) :])
+            except json.JSONDecodeError as exc:
+                raise DataError(f"invalid metadata JSON at column {exc.colno + len(_TSV_MAGIC)}: {exc.msg}", path=p, line=line_no) from None
+            if not isinstance(meta, dict):
+                raise DataError("invalid metadata (expected a JSON object)", path=p, line=line_no)
+            continue
+        if line.startswith("#") or not line or line == "ngram\tprobability":
+            continue
+        key, sep, val = line.rpartition("\t")
+        try:
+            prob = float(val)
+        except ValueError:
+            prob = float("nan")
+        if not sep or not (0.0 <= prob <= 1.0):
+            raise DataError(f"expected NGRAM<TAB>PROBABILITY (a number in [0, 1]), got {line[:60]!r}", path=p, line=line_no)
+        keys.append(key)
+        probs.append(prob)
+    if not keys:
+        raise DataError(_NOT_RELEASE + " (no NGRAM<TAB>PROBABILITY rows)", path=p)
     return tuple(keys), np.array(probs, dtype=np.float64), meta

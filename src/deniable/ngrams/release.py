@@ -119,6 +119,15 @@ class Release:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def __repr__(self) -> str:
+        # short on purpose: the generated dataclass repr printed every key and probability (MBs)
+        top = ", ".join(f"{k!r}: {p:.4g}" for k, p in self.top(3))
+        more = ", ..." if len(self.keys) > 3 else ""
+        return (
+            f"Release(mechanism={self.mechanism!r}, epsilon={self.epsilon!r}, delta={self.delta!r}, "
+            f"formal_dp={self.formal_dp}, size={len(self.keys)}, top={{{top}{more}}})"
+        )
+
     @property
     def log_probabilities(self) -> np.ndarray:
         """Natural log of the probabilities (−inf where a probability is 0)."""

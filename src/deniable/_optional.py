@@ -13,6 +13,7 @@ _EXTRAS = {
     "matplotlib": "plot",
     "pyarrow": "parquet",
     "torch": "torch",
+    "randomgen": "secure",
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
+from .._random import as_generator
 from ..errors import DataError
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, decode_line, input_size, open_input, progress
@@ -255,13 +256,14 @@ def _privatized_counts(mechanism, texts: list[str], oov: str) -> list[int]:
 @click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz), or a BRR bundle for -m brr; default: the bundled GloVe 840B 300d.")
 @click.option("--limit", "--embedding-limit", "embedding_limit", type=click.IntRange(min=1), help="Use only the first N words of the embedding.")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed for reproducible experiments (default: fresh OS entropy).")
+@click.option("--secure", is_flag=True, help='Draw noise from ChaCha20 keyed by the OS (needs pip install "deniable[secure]"); not with --seed.')
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: from the file name; txt otherwise).")
 @click.option("--column", default="text", show_default=True, help="Field (jsonl) or column (csv) holding the text.")
 @click.option("--oov", type=click.Choice(OOV_POLICIES), default="unk", show_default=True, help="Out-of-vocabulary words: privatize as UNK, drop, or keep verbatim (unsafe; warns).")
 @click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
 @click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary to stderr.")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, fmt, column, oov, case, report, show_progress):
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -295,7 +297,9 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
 
     mech = build_mechanism(mechanism, epsilon, param_values, embedding_path, embedding_limit, progress=show_progress)
-    gen = np.random.default_rng(seed)
+    if secure and seed is not None:
+        raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
+    gen = as_generator("secure" if secure else seed)
     stats: dict[str, int] = {}
     docs: list | None = [] if report else None
     total = sum(s for s in (input_size(p) for p in inputs) if s) or None

@@ -1,0 +1,498 @@
+"""Downstream utility of privatized text: train a text classifier on privatized data, test it.
+
+The Madlib paper (§5.2) measures utility as the accuracy of a classifier trained on privatized
+text and tested on clean text ("training time"), or trained on clean text and tested on
+privatized text ("test time"); the TEM paper (§5, "Utility"), the BRR paper (§6, "Utility") and the
+Mahalanobis paper (§5.2, SMS Spam) train on privatized text and test on held-out text. This
+module provides the pieces, with no dependency beyond numpy/scipy:
+
+* :func:`privatize_dataset` — one batch ``mechanism.privatize`` call over a list of texts.
+* :class:`BagOfWords` — bag-of-words / TF-IDF features over the library's own tokenizer
+  (:func:`deniable.text.words_of`, NFC-normalized and lower-cased like vocabulary lookups), as a
+  ``scipy.sparse`` CSR matrix, built with array operations.
+* :class:`LogisticRegression` — L2-regularized multinomial logistic regression fitted with
+  L-BFGS (``scipy.optimize``); deterministic (no randomness).
+* :func:`downstream_accuracy` — the whole experiment for one mechanism (or ``None``, the
+  non-private baseline) returning a :class:`DownstreamResult`.
+* :func:`words_changed` — the fraction of word tokens a privatization replaced (1 − the empirical
+  N_w over tokens), to relate utility to privacy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import scipy.optimize
+import scipy.sparse as sp
+
+from .._random import RNGLike, as_generator, spawn
+from .._validation import check_int, check_positive
+from ..text.tokenize import lookup_key, words_of
+
+__all__ = [
+    "PRIVATIZE_MODES",
+    "WEIGHTINGS",
+    "BagOfWords",
+    "DownstreamResult",
+    "LogisticRegression",
+    "TextClassifier",
+    "classification_scores",
+    "downstream_accuracy",
+    "privatize_dataset",
+    "tokens_of",
+    "words_changed",
+]
+
+#: What :func:`downstream_accuracy` privatizes: the training texts only (test on clean text, the
+#: Madlib paper's setting) or training and test texts.
+PRIVATIZE_MODES = ("train", "both")
+#: Feature weightings of :class:`BagOfWords`.
+WEIGHTINGS = ("tfidf", "count", "binary")
+
+
+def _check_texts(name: str, texts: Any) -> list[str]:
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TypeError(f"{name} must be a sequence of strings, got {type(texts).__name__}")
+    out = list(texts)
+    for t in out:
+        if not isinstance(t, str):
+            raise TypeError(f"{name} must contain strings, got an element of type {type(t).__name__}")
+    return out
+
+
+def _check_labels(name: str, labels: Any, n: int, texts_name: str) -> np.ndarray:
+    if isinstance(labels, str) or not isinstance(labels, (Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of labels, got {type(labels).__name__}")
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} labels but {texts_name} has {n} texts")
+    return arr
+
+
+# -- privatization ---------------------------------------------------------------------------
+def privatize_dataset(mechanism: Any, texts: Sequence[str], *, rng: RNGLike = None, oov: str = "unk") -> list[str]:
+    """Privatize every text of a data set with one batch ``mechanism.privatize`` call.
+
+    The guarantee is the mechanism's (``mechanism.guarantee``), per word; a text of n words gets
+    n·ε·d by composition. ``oov`` is passed through (default ``"unk"``: unknown words are
+    privatized as UNK, never copied).
+
+    Parameters
+    ----------
+    mechanism
+        A :class:`~deniable.mechanisms.base.Mechanism`.
+    texts
+        The texts (a sequence of ``str``).
+    rng
+        Generator, int seed or None (see :func:`deniable._random.as_generator`).
+    oov
+        ``"unk"``, ``"drop"`` or ``"keep"`` (unsafe, warns).
+
+    Returns
+    -------
+    list of str, one privatized text per input text, in order.
+    """
+    if not callable(getattr(mechanism, "privatize", None)):
+        raise TypeError(f"mechanism must be a deniable Mechanism (with .privatize), got {type(mechanism).__name__}")
+    texts = _check_texts("texts", texts)
+    gen = as_generator(rng)
+    if not texts:
+        return []
+    return list(mechanism.privatize(texts, rng=gen, oov=oov))
+
+
+def tokens_of(text: str) -> list[str]:
+    """The feature tokens of ``text``: :func:`deniable.text.words_of`, each NFC-normalized and
+    lower-cased exactly as an uncased vocabulary lookup does (:func:`deniable.text.lookup_key`)."""
+    return [lookup_key(w, lower=True) for w in words_of(text)]
+
+
+def words_changed(original: Sequence[str], privatized: Sequence[str]) -> tuple[int, int]:
+    """``(changed, total)`` word tokens between texts and their privatized versions.
+
+    Words are compared position by position (case-insensitively, as :func:`tokens_of`), text by
+    text. ``changed / total`` is 1 − the empirical N_w pooled over tokens (N_w = Pr[M(w) = w],
+    Madlib paper §3.2); out-of-vocabulary words always count as changed. A text whose word count
+    differs after privatization (a vocabulary word containing punctuation, such as ``e-mail``,
+    re-tokenizes into several words; ``oov="drop"`` removes words) is compared on its common
+    prefix and the extra or missing words count as changed.
+    """
+    original = _check_texts("original", original)
+    privatized = _check_texts("privatized", privatized)
+    if len(original) != len(privatized):
+        raise ValueError(f"original has {len(original)} texts but privatized has {len(privatized)}")
+    changed = total = 0
+    for a, b in zip(original, privatized):
+        ta, tb = tokens_of(a), tokens_of(b)
+        m = min(len(ta), len(tb))
+        total += len(ta)
+        changed += sum(x != y for x, y in zip(ta[:m], tb[:m])) + (len(ta) - m)
+    return changed, total
+
+
+# -- features --------------------------------------------------------------------------------
+def _flat_tokens(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """All tokens in order (one list) and the text index of each."""
+    per_text = [tokens_of(t) for t in texts]
+    lengths = np.fromiter((len(t) for t in per_text), dtype=np.int64, count=len(per_text))
+    rows = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    return [w for ws in per_text for w in ws], rows
+
+
+class BagOfWords:
+    """Bag-of-words features on the library's tokenizer, as a CSR matrix.
+
+    Tokens are :func:`tokens_of` (``words_of`` + NFC + lower case), so the features see words
+    exactly as the mechanisms' vocabulary lookups do.
+
+    Parameters
+    ----------
+    weighting
+        ``"tfidf"`` (default: (1 + ln tf)·idf with smoothed idf = ln((1+n)/(1+df)) + 1, rows
+        L2-normalized), ``"count"`` (raw counts) or ``"binary"`` (presence).
+    min_df
+        Keep words occurring in at least this many training texts.
+    max_features
+        Keep at most this many words (the most frequent by document frequency; ties by word).
+    """
+
+    def __init__(self, *, weighting: str = "tfidf", min_df: int = 1, max_features: int | None = None) -> None:
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {', '.join(map(repr, WEIGHTINGS))}, got {weighting!r}")
+        self.weighting = weighting
+        self.min_df = check_int("min_df", min_df, minimum=1)
+        self.max_features = None if max_features is None else check_int("max_features", max_features, minimum=1)
+        self.vocabulary_: np.ndarray | None = None
+        self._index: dict[str, int] = {}
+        self.idf_: np.ndarray | None = None
+
+    def fit(self, texts: Sequence[str]) -> BagOfWords:
+        """Learn the vocabulary (sorted words) and document frequencies from ``texts``."""
+        texts = _check_texts("texts", texts)
+        tokens, rows = _flat_tokens(texts)
+        first: dict[str, int] = {}
+        ids = np.fromiter((first.setdefault(w, len(first)) for w in tokens), dtype=np.int64, count=len(tokens))
+        V = len(first)
+        pairs = np.unique(rows * max(V, 1) + ids)  # (text, word) pairs, once each
+        df_by_id = np.bincount(pairs % max(V, 1), minlength=V)
+        words = sorted(first)
+        vocab = np.array(words, dtype=object)
+        df = df_by_id[np.fromiter((first[w] for w in words), dtype=np.int64, count=V)]
+        keep = df >= self.min_df
+        if self.max_features is not None and keep.sum() > self.max_features:
+            order = np.lexsort((np.arange(len(vocab)), -df))  # df descending, then word order
+            order = order[keep[order]][: self.max_features]
+            keep = np.zeros(len(vocab), dtype=bool)
+            keep[order] = True
+        self.vocabulary_ = vocab[keep]
+        self._index = {w: i for i, w in enumerate(self.vocabulary_.tolist())}
+        n = len(texts)
+        self.idf_ = np.log((1.0 + n) / (1.0 + df[keep])) + 1.0
+        return self
+
+    @property
+    def n_features(self) -> int:
+        self._check_fitted()
+        return len(self.vocabulary_)
+
+    def _check_fitted(self) -> None:
+        if self.vocabulary_ is None:
+            raise RuntimeError("BagOfWords is not fitted: call fit(texts) first")
+
+    def transform(self, texts: Sequence[str]) -> sp.csr_matrix:
+        """Features of ``texts`` (n_texts, n_features) float64 CSR; unseen words are ignored."""
+        self._check_fitted()
+        texts = _check_texts("texts", texts)
+        vocab = self.vocabulary_
+        tokens, rows = _flat_tokens(texts)
+        get = self._index.get
+        cols = np.fromiter((get(w, -1) for w in tokens), dtype=np.int64, count=len(tokens))
+        found = cols >= 0
+        rows, cols = rows[found], cols[found]
+        X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(texts), len(vocab)))
+        X.sum_duplicates()
+        if self.weighting == "binary":
+            X.data[:] = 1.0
+        elif self.weighting == "tfidf":
+            X.data = (1.0 + np.log(X.data)) * self.idf_[X.indices]
+            norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+            norms[norms == 0] = 1.0
+            X = sp.csr_matrix(sp.diags(1.0 / norms) @ X)
+        return X
+
+    def fit_transform(self, texts: Sequence[str]) -> sp.csr_matrix:
+        return self.fit(texts).transform(texts)
+
+
+# -- classifier ------------------------------------------------------------------------------
+class LogisticRegression:
+    """L2-regularized multinomial logistic regression, fitted with L-BFGS.
+
+    Minimizes the convex objective
+
+        f(W, b) = (1/n) Σ_i −log softmax(x_i W + b)_{y_i}  +  (alpha/2)·‖W‖²_F
+
+    (the intercept b is not penalized) with ``scipy.optimize.minimize(method="L-BFGS-B")`` and
+    the analytic gradient (1/n)·Xᵀ(P − Y) + alpha·W. With alpha > 0 the optimum is unique. No
+    randomness: the start is W = 0, b = 0.
+
+    Parameters
+    ----------
+    alpha
+        L2 penalty (> 0) on the per-sample mean loss (sklearn's C corresponds to 1/(alpha·n)).
+    fit_intercept
+        Learn the per-class bias b.
+    max_iter, tol
+        L-BFGS iteration limit and gradient tolerance (``gtol``).
+    """
+
+    def __init__(self, *, alpha: float = 1e-4, fit_intercept: bool = True, max_iter: int = 1000, tol: float = 1e-8) -> None:
+        self.alpha = check_positive("alpha", alpha)
+        if not isinstance(fit_intercept, bool):
+            raise TypeError(f"fit_intercept must be a bool, got {fit_intercept!r}")
+        self.fit_intercept = fit_intercept
+        self.max_iter = check_int("max_iter", max_iter, minimum=1)
+        self.tol = check_positive("tol", tol)
+        self.classes_: np.ndarray | None = None
+        self.coef_: np.ndarray | None = None  # (n_features, n_classes)
+        self.intercept_: np.ndarray | None = None  # (n_classes,)
+        self.n_iter_: int = 0
+        self.converged_: bool = False
+
+    @staticmethod
+    def _as_matrix(X: Any) -> Any:
+        if sp.issparse(X):
+            return sp.csr_matrix(X, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be two-dimensional (n_samples, n_features), got shape {X.shape}")
+        return X
+
+    def objective(self, X: Any, y_index: np.ndarray, params: np.ndarray) -> tuple[float, np.ndarray]:
+        """f and its gradient at the flat parameter vector ``[W.ravel(), b]`` (``y_index``:
+        class indices 0..K-1)."""
+        n, p = X.shape
+        K = len(self.classes_)
+        W = params[: p * K].reshape(p, K)
+        b = params[p * K :] if self.fit_intercept else np.zeros(K)
+        Z = np.asarray(X @ W) + b
+        Z -= Z.max(axis=1, keepdims=True)
+        logsum = np.log(np.exp(Z).sum(axis=1))
+        loss = float(np.mean(logsum - Z[np.arange(n), y_index])) + 0.5 * self.alpha * float(np.vdot(W, W))
+        P = np.exp(Z - logsum[:, None])
+        P[np.arange(n), y_index] -= 1.0
+        P /= n
+        gW = np.asarray(X.T @ P) + self.alpha * W
+        grad = np.concatenate([gW.ravel(), P.sum(axis=0)]) if self.fit_intercept else gW.ravel()
+        return loss, grad
+
+    def fit(self, X: Any, y: Any) -> LogisticRegression:
+        """Fit on features ``X`` (n, p) (dense or sparse) and labels ``y`` (n,) of ≥ 2 classes."""
+        X = self._as_matrix(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be one-dimensional with {X.shape[0]} labels, got shape {y.shape}")
+        classes, y_index = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"y must contain at least 2 classes, got {len(classes)}")
+        self.classes_ = classes
+        p, K = X.shape[1], len(classes)
+        x0 = np.zeros(p * K + (K if self.fit_intercept else 0))
+        res = scipy.optimize.minimize(
+            lambda w: self.objective(X, y_index, w),
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 1e-14},
+        )
+        self.coef_ = res.x[: p * K].reshape(p, K)
+        self.intercept_ = res.x[p * K :] if self.fit_intercept else np.zeros(K)
+        self.n_iter_ = int(res.nit)
+        self.converged_ = bool(res.success)
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Class scores x·W + b, shape (n, K)."""
+        if self.coef_ is None:
+            raise RuntimeError("LogisticRegression is not fitted: call fit(X, y) first")
+        X = self._as_matrix(X)
+        if X.shape[1] != self.coef_.shape[0]:
+            raise ValueError(f"X has {X.shape[1]} features, the model was fitted with {self.coef_.shape[0]}")
+        return np.asarray(X @ self.coef_) + self.intercept_
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        Z = self.decision_function(X)
+        Z -= Z.max(axis=1, keepdims=True)
+        E = np.exp(Z)
+        return E / E.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+
+
+class TextClassifier:
+    """:class:`BagOfWords` features + :class:`LogisticRegression`, on raw texts."""
+
+    def __init__(
+        self,
+        *,
+        weighting: str = "tfidf",
+        min_df: int = 1,
+        max_features: int | None = None,
+        alpha: float = 1e-4,
+        max_iter: int = 1000,
+        tol: float = 1e-8,
+    ) -> None:
+        self.features = BagOfWords(weighting=weighting, min_df=min_df, max_features=max_features)
+        self.model = LogisticRegression(alpha=alpha, max_iter=max_iter, tol=tol)
+
+    def fit(self, texts: Sequence[str], labels: Any) -> TextClassifier:
+        texts = _check_texts("texts", texts)
+        y = _check_labels("labels", labels, len(texts), "texts")
+        self.model.fit(self.features.fit_transform(texts), y)
+        return self
+
+    def predict(self, texts: Sequence[str]) -> np.ndarray:
+        return self.model.predict(self.features.transform(texts))
+
+
+def classification_scores(y_true: Any, y_pred: Any) -> tuple[float, float]:
+    """``(accuracy, macro-F1)``: macro-F1 is the unweighted mean of the per-class F1 =
+    2·TP/(support + predicted) over the classes present in ``y_true`` or ``y_pred``."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    if y_true.shape != y_pred.shape or y_true.ndim != 1:
+        raise ValueError(f"y_true and y_pred must be 1-D of equal length, got {y_true.shape} and {y_pred.shape}")
+    if y_true.size == 0:
+        raise ValueError("y_true is empty")
+    classes, inv = np.unique(np.concatenate([y_true, y_pred]), return_inverse=True)
+    t, p = inv[: y_true.size], inv[y_true.size :]
+    K = len(classes)
+    tp = np.bincount(t[t == p], minlength=K).astype(np.float64)
+    support, predicted = np.bincount(t, minlength=K), np.bincount(p, minlength=K)
+    denom = support + predicted
+    f1 = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
+    return float(np.mean(t == p)), float(f1.mean())
+
+
+# -- the experiment --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DownstreamResult:
+    """Outcome of :func:`downstream_accuracy`.
+
+    Attributes
+    ----------
+    accuracy, macro_f1
+        On the test texts (privatized or not, see ``privatize``).
+    n_train, n_test
+        Numbers of texts.
+    mechanism
+        ``repr`` of the mechanism (with its guarantee), or ``"none"`` for the baseline.
+    epsilon
+        The mechanism's ε (None for the baseline).
+    privatize
+        ``"train"`` or ``"both"`` (``"none"`` for the baseline).
+    words_changed_train, words_changed_test
+        Fraction of word tokens the privatization replaced (see :func:`words_changed`); 0 where
+        nothing was privatized.
+    """
+
+    accuracy: float
+    macro_f1: float
+    n_train: int
+    n_test: int
+    mechanism: str
+    epsilon: float | None
+    privatize: str
+    words_changed_train: float
+    words_changed_test: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def downstream_accuracy(
+    mechanism: Any,
+    train_texts: Sequence[str],
+    train_labels: Any,
+    test_texts: Sequence[str],
+    test_labels: Any,
+    *,
+    privatize: str = "train",
+    rng: RNGLike = None,
+    classifier: TextClassifier | None = None,
+    oov: str = "unk",
+) -> DownstreamResult:
+    """Accuracy of a classifier trained on privatized text (Madlib paper §5.2, "training time").
+
+    Privatizes the training texts (``privatize="train"``; test on clean text) or both training
+    and test texts (``"both"``), each with one batch call (independent child generators of
+    ``rng``), fits ``classifier`` (default: TF-IDF + L2 logistic regression) on the training
+    texts and scores it on the test texts. ``mechanism=None`` is the non-private baseline (no
+    randomness used).
+
+    Parameters
+    ----------
+    mechanism
+        A :class:`~deniable.mechanisms.base.Mechanism`, or None.
+    train_texts, train_labels, test_texts, test_labels
+        Texts (sequences of str) and labels (any hashable, ≥ 2 classes in training).
+    privatize
+        ``"train"`` or ``"both"``.
+    rng
+        Generator, int seed or None.
+    classifier
+        An unfitted :class:`TextClassifier` (default ``TextClassifier()``); it is fitted in place.
+    oov
+        Passed to :func:`privatize_dataset`.
+
+    Returns
+    -------
+    DownstreamResult
+    """
+    if privatize not in PRIVATIZE_MODES:
+        raise ValueError(f"privatize must be one of {', '.join(map(repr, PRIVATIZE_MODES))}, got {privatize!r}")
+    train_texts = _check_texts("train_texts", train_texts)
+    test_texts = _check_texts("test_texts", test_texts)
+    y_train = _check_labels("train_labels", train_labels, len(train_texts), "train_texts")
+    y_test = _check_labels("test_labels", test_labels, len(test_texts), "test_texts")
+    if not train_texts or not test_texts:
+        raise ValueError(f"need at least one training and one test text, got {len(train_texts)} and {len(test_texts)}")
+    if classifier is None:
+        classifier = TextClassifier()
+    elif not isinstance(classifier, TextClassifier):
+        raise TypeError(f"classifier must be a TextClassifier, got {type(classifier).__name__}")
+    gen = as_generator(rng)
+    frac_train = frac_test = 0.0
+    epsilon = None
+    name, mode = "none", "none"
+    if mechanism is not None:
+        g_train, g_test = spawn(gen, 2)
+        priv_train = privatize_dataset(mechanism, train_texts, rng=g_train, oov=oov)
+        c, t = words_changed(train_texts, priv_train)
+        frac_train = c / t if t else 0.0
+        train_texts = priv_train
+        if privatize == "both":
+            priv_test = privatize_dataset(mechanism, test_texts, rng=g_test, oov=oov)
+            c, t = words_changed(test_texts, priv_test)
+            frac_test = c / t if t else 0.0
+            test_texts = priv_test
+        epsilon = float(mechanism.epsilon)
+        name, mode = repr(mechanism), privatize
+    classifier.fit(train_texts, y_train)
+    acc, f1 = classification_scores(y_test, classifier.predict(test_texts))
+    return DownstreamResult(
+        accuracy=acc,
+        macro_f1=f1,
+        n_train=len(train_texts),
+        n_test=len(test_texts),
+        mechanism=name,
+        epsilon=epsilon,
+        privatize=mode,
+        words_changed_train=frac_train,
+        words_changed_test=frac_test,
+    )

@@ -92,6 +92,10 @@ def test_str_and_list_and_stats():
     stats = {}
     privatize_texts(IDENTITY, ["the cat", "foo bar"], rng=0, stats=stats)
     assert stats == {"words": 4, "unknown": 2}
+    for oov, want in (("unk", [2, 2, 0]), ("drop", [2, 0, 0])):
+        counts = []
+        privatize_texts(IDENTITY, ["the cat", "foo bar", "..."], rng=0, oov=oov, privatized_per_text=counts)
+        assert counts == want
     with pytest.raises(TypeError, match="strings"):
         IDENTITY.privatize([b"bytes"])
 

@@ -208,9 +208,10 @@ def _process(
                 writer.writerow(header[0])
             seen += len(batch)
             texts = [t for _, t, _ in batch]
-            new = privatize_texts(mechanism, texts, rng=gen, oov=oov, case=case, stats=stats)
+            counts: list[int] | None = [] if report is not None else None
+            new = privatize_texts(mechanism, texts, rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=counts)
             if report is not None:
-                report.extend(zip([ln for ln, _, _ in batch], _privatized_counts(mechanism, texts, oov)))
+                report.extend(zip([ln for ln, _, _ in batch], counts))
             for (_, _, extra), text in zip(batch, new):
                 if fmt == "txt":
                     out.write(text)
@@ -231,20 +232,6 @@ def _process(
             writer.writerow(header[0])
         stats["records"] = stats.get("records", 0) + seen
     return others
-
-
-def _privatized_counts(mechanism, texts: list[str], oov: str) -> list[int]:
-    """Number of words the mechanism privatized in each text (for per-document guarantees)."""
-    from ..text.tokenize import lookup_key, words_of
-
-    if oov == "unk":
-        return [len(words_of(t)) for t in texts]
-    vocab = mechanism.vocabulary
-    counts = []
-    for t in texts:
-        keys = [lookup_key(w, lower=vocab.uncased) for w in words_of(t)]
-        counts.append(int((vocab.ids_of(keys) >= 0).sum()))
-    return counts
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

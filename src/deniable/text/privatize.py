@@ -42,6 +42,7 @@ def privatize_texts(
     oov: str = "unk",
     case: str = "preserve",
     stats: dict[str, int] | None = None,
+    privatized_per_text: list[int] | None = None,
 ) -> list[str]:
     """Privatize each word of each text; separators pass through unchanged.
 
@@ -55,7 +56,9 @@ def privatize_texts(
     case pattern. The mechanism's metric-DP guarantee covers the choice of words, so it compares
     documents with the same layout and case patterns.
 
-    ``stats``, when given, is updated in place with the counts ``words`` and ``unknown``.
+    ``stats``, when given, is updated in place with the counts ``words`` and ``unknown``;
+    ``privatized_per_text``, when given, is extended with the number of words the mechanism
+    privatized in each text (UNK included; dropped or kept unknown words excluded).
     """
     check_oov(oov)
     if case not in CASE_POLICIES:
@@ -72,6 +75,8 @@ def privatize_texts(
     if stats is not None:
         stats["words"] = stats.get("words", 0) + len(words)
     if not words:
+        if privatized_per_text is not None:
+            privatized_per_text.extend([0] * len(parts_list))
         return list(texts)
     uncased = vocab.uncased
     keys = [lookup_key(w, lower=uncased) for w in words]
@@ -87,6 +92,10 @@ def privatize_texts(
             stacklevel=3,
         )
     sample = ~unknown if oov != "unk" else np.ones(len(ids), dtype=bool)
+    if privatized_per_text is not None:
+        per_text = np.fromiter((len(p) // 2 for p in parts_list), dtype=np.int64, count=len(parts_list))
+        owner = np.repeat(np.arange(len(parts_list)), per_text)
+        privatized_per_text.extend(np.bincount(owner[sample], minlength=len(parts_list)).tolist())
     out: list[str | None] = list(words) if oov == "keep" else [None] * len(words)
     if sample.any():
         chosen = mechanism.sample_ids(ids[sample], rng=gen)

@@ -20,7 +20,7 @@ from typing import Union
 
 import numpy as np
 
-__all__ = ["METRICS", "MetricLike", "get_metric", "pairwise_distances", "metric_name"]
+__all__ = ["METRICS", "MetricLike", "get_metric", "pairwise_distances", "paired_distances", "metric_name"]
 
 MetricLike = Union[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]
 METRICS = ("euclidean", "manhattan", "chebyshev", "angular", "hamming")
@@ -124,3 +124,41 @@ def pairwise_distances(A: np.ndarray, B: np.ndarray, metric: str | Callable[...,
     if out.shape != (A.shape[0], B.shape[0]):
         raise ValueError(f"metric returned shape {out.shape}, expected {(A.shape[0], B.shape[0])}")
     return out
+
+
+def _paired_builtin(name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    if name == "hamming":
+        x = np.bitwise_xor(np.asarray(A, dtype=np.uint64), np.asarray(B, dtype=np.uint64))
+        return np.bitwise_count(x).sum(axis=1, dtype=np.int64).astype(np.float64)
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    if name == "angular":
+        na = np.linalg.norm(A, axis=1, keepdims=True)
+        nb = np.linalg.norm(B, axis=1, keepdims=True)
+        if (na == 0).any() or (nb == 0).any():
+            raise ValueError("the angular metric is undefined for zero vectors")
+        diff = A / na - B / nb
+        chord = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        return 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
+    diff = A - B
+    if name == "euclidean":
+        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    np.abs(diff, out=diff)
+    if name == "manhattan":
+        return diff.sum(axis=1)
+    if name == "chebyshev":
+        return diff.max(axis=1)
+    raise ValueError(f"unknown metric {name!r}")
+
+
+def paired_distances(A: np.ndarray, B: np.ndarray, metric: str | Callable[..., np.ndarray] = "euclidean") -> np.ndarray:
+    """Element-wise distances ``d(A[i], B[i])`` (float64, shape ``(n,)``); a callable metric
+    ``f(A, B)`` is called once per pair."""
+    A = np.atleast_2d(A)
+    B = np.atleast_2d(B)
+    if A.shape != B.shape:
+        raise ValueError(f"A and B must have the same shape, got {A.shape} and {B.shape}")
+    if callable(metric):
+        return np.array([float(np.asarray(metric(A[i : i + 1], B[i : i + 1])).reshape(-1)[0]) for i in range(A.shape[0])])
+    get_metric(metric)  # validates the name
+    return _paired_builtin(metric, A, B)

@@ -22,6 +22,7 @@ import numpy as np
 from .._random import RNGLike, as_generator
 from .._validation import check_positive
 from ..embeddings.embedding import UNK_ID
+from ..metrics import paired_distances
 from ..text.privatize import privatize_texts
 
 __all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism"]
@@ -168,8 +169,7 @@ class EmbeddingMechanism(Mechanism):
         return pts
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        diff = self.points(ids_a).astype(np.float64) - self.points(ids_b).astype(np.float64)
-        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        return paired_distances(self.points(ids_a), self.points(ids_b), "euclidean")
 
     @property
     def _domain(self) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 from .._random import RNGLike, as_generator
 from ..brr_runtime import CHUNK, flip_probability
 from ..errors import DeniableWarning
+from ..metrics import paired_distances
 from .base import Guarantee, Mechanism
 
 __all__ = ["BRR"]
@@ -112,8 +113,7 @@ class BRR(Mechanism):
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         """Hamming distance between the codes of ``ids_a[i]`` and ``ids_b[i]`` (UNK: the UNK code)."""
         be = self.binary_embedding
-        x = be.code_of(np.asarray(ids_a, dtype=np.int64)) ^ be.code_of(np.asarray(ids_b, dtype=np.int64))
-        return np.bitwise_count(x).sum(axis=1, dtype=np.int64).astype(np.float64)
+        return paired_distances(be.code_of(np.asarray(ids_a, dtype=np.int64)), be.code_of(np.asarray(ids_b, dtype=np.int64)), "hamming")
 
     @property
     def guarantee(self) -> Guarantee:

@@ -19,8 +19,8 @@ import numpy as np
 
 from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
-from ..metrics import metric_name, pairwise_distances
-from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods, paired_distances, row_distances
+from ..metrics import metric_name, paired_distances, pairwise_distances
+from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods, row_distances
 from .base import EmbeddingMechanism, Guarantee
 
 __all__ = ["TEM", "theorem3_gamma", "TEM_METRICS"]

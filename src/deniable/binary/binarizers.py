@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .._optional import import_optional
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_positive
 from .codes import BinaryEmbedding, pack_bits
 

@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .._optional import import_optional
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int
 
 __all__ = ["HammingSearch", "HammingIndex", "FaissBinaryIndex", "make_hamming_index", "HAMMING_INDEX_NAMES", "pick_ties"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int
 from .codes import BinaryEmbedding
 from .hamming import HammingIndex

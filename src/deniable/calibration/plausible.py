@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_unit_interval
 
 __all__ = [

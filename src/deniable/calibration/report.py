@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator, spawn
+from .._rng import RNGLike, as_generator, spawn
 from .._validation import check_int
 from .plausible import select_words
 from .sweep import SUMMARY_KEYS, sweep_epsilons

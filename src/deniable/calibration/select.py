@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_positive, check_unit_interval
 from .plausible import PlausibleDeniability, extreme_words, plausible_deniability, select_words
 

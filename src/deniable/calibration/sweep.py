@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator, spawn
+from .._rng import RNGLike, as_generator, spawn
 from .._validation import check_positive
 from .plausible import PlausibleDeniability, plausible_deniability, select_words
 
@@ -126,8 +126,8 @@ def sweep_epsilons(
         As for :func:`~deniable.calibration.plausible.plausible_deniability`; a count is resolved
         once (stratified, on the first ε's mechanism) so every ε measures the same words.
     rng
-        None, int seed, SeedSequence or Generator (:func:`deniable._random.as_generator`). Each ε
-        gets its own independent child stream (:func:`deniable._random.spawn`), so results do not
+        None, int seed, SeedSequence or Generator (:func:`deniable._rng.as_generator`). Each ε
+        gets its own independent child stream (:func:`deniable._rng.spawn`), so results do not
         depend on the order of ε.
     """
     eps = [check_positive("epsilon", e) for e in epsilons]

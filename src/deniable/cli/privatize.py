@@ -14,7 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
-from .._random import as_generator
+from .._rng import as_generator
 from ..errors import DataError
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, decode_line, input_size, open_input, progress

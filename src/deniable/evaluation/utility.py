@@ -28,7 +28,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from .._random import RNGLike, as_generator, spawn
+from .._rng import RNGLike, as_generator, spawn
 from .._validation import check_int, check_positive
 from ..text.tokenize import lookup_key, words_of
 
@@ -89,7 +89,7 @@ def privatize_dataset(mechanism: Any, texts: Sequence[str], *, rng: RNGLike = No
     texts
         The texts (a sequence of ``str``).
     rng
-        Generator, int seed or None (see :func:`deniable._random.as_generator`).
+        Generator, int seed or None (see :func:`deniable._rng.as_generator`).
     oov
         ``"unk"``, ``"drop"`` or ``"keep"`` (unsafe, warns).
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, overload
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_positive
 from ..embeddings.embedding import UNK_ID
 from ..metrics import paired_distances

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from ..brr_runtime import CHUNK, flip_probability
 from ..errors import DeniableWarning
 from ..metrics import paired_distances

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .._random import RNGLike
+from .._rng import RNGLike
 from .baselines import (
     PAPER_RULE,
     k_anonymity_release,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_positive
 from ..errors import DeniableWarning
 from .bayesian import public_vector

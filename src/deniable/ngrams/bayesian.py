@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_positive, check_unit_interval
 from .counting import Vocabulary, _as_csr, clamp_counts, keys_of
 from .gaussian import CALIBRATIONS, calibrate_sigma

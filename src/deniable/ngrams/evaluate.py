@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int
 from .counting import _as_csr
 

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_positive, check_unit_interval
 from ..errors import PrivacyWarning
 

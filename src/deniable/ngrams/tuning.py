@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import logsumexp
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_positive, check_unit_interval
 from .bayesian import (
     _check_sensitivity,

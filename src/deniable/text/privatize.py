@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._random import RNGLike, as_generator
+from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
 from .tokenize import apply_case, case_pattern, lookup_key, word_pattern
 

@@ -1,4 +1,4 @@
-"""deniable._random: the rng argument."""
+"""deniable._rng: the rng argument."""
 
 import numpy as np
 import pytest

@@ -18,9 +18,23 @@ from .embeddings import UNK_ID, Embedding, load_embedding
 from .errors import DataError, DeniableWarning, PrivacyWarning
 from .mechanisms import Guarantee, Madlib, Mahalanobis, Mechanism, available_mechanisms, get_mechanism, register_mechanism
 from .mechanisms.tem import TEM
-from .mechanisms.brr import BRR
-from .binary import BinaryEmbedding, binarize
 from .calibration import equivalent_epsilon, plausible_deniability, select_epsilon
+
+# BRR and the binary embeddings import deniable.brr_runtime; loading them on first use keeps
+# `import deniable` light and lets `python -m deniable.brr_runtime` run without a RuntimeWarning
+# (runpy warns when the package has already imported the module it is asked to run).
+_LAZY = {"BRR": "deniable.mechanisms.brr", "BinaryEmbedding": "deniable.binary", "binarize": "deniable.binary"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'deniable' has no attribute {name!r}")
+
 
 try:
     __version__ = version("deniable")

@@ -23,12 +23,20 @@ same seed gives the same output): the words of one call are taken in order in ch
 i flips iff ``U[i, j] < p``), then ``T = rng.random(m)``; word i outputs the tied nearest code of
 rank ``floor(T[i] * C_i)`` (C_i = number of codes at the minimal distance) in ascending id order.
 
-Usage as a script: ``python brr_runtime.py BUNDLE --epsilon 1.0 [--seed 0] < in.txt > out.txt``.
+Usage as a script, reading stdin and writing stdout (exit status 0; 2 for bad arguments, 1 for
+an unreadable bundle or input, each with one ``error: ...`` line on stderr):
+
+* a copy of this single file next to an app: ``python brr_runtime.py BUNDLE --epsilon 1.0 [--seed 0] < in.txt > out.txt``;
+* with deniable installed (``pip install deniable``): ``python -m deniable.brr_runtime BUNDLE --epsilon 1.0 < in.txt``;
+* from a checkout of the repository: ``python src/deniable/brr_runtime.py BUNDLE --epsilon 1.0 < in.txt``.
+
+``python -m deniable.brr_runtime --where`` prints the path of this file, to copy it to a device.
 The byte layout is documented in ``docs/bundle_format.md`` of the deniable project.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -259,16 +267,31 @@ def load_bundle(path) -> Bundle:
     return Bundle(parse_bundle(data, name=str(path)))
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with usage errors as one ``error: ...`` line (exit status 2)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def _main(argv=None) -> int:
     """Script entry: 0 on success, 2 for bad arguments, 1 for a bad bundle or input; errors are
     one ``error: ...`` line on stderr."""
-    import argparse
-
-    ap = argparse.ArgumentParser(description="Privatize stdin with a BRR bundle (metric DP, Hamming distance).")
-    ap.add_argument("bundle")
-    ap.add_argument("--epsilon", type=float, required=True)
-    ap.add_argument("--seed", type=int, default=None)
+    ap = _ArgumentParser(
+        prog="brr_runtime.py" if __name__ == "__main__" and not __package__ else "python -m deniable.brr_runtime",
+        description="Privatize stdin with a BRR bundle (metric DP, Hamming distance); writes stdout.",
+    )
+    ap.add_argument("bundle", nargs="?", help="bundle file written by `deniable export brr`")
+    ap.add_argument("--epsilon", type=float, help="privacy parameter epsilon > 0 (per bit of Hamming distance)")
+    ap.add_argument("--seed", type=int, default=None, help="seed for reproducible experiments (default: OS entropy)")
+    ap.add_argument("--where", action="store_true", help="print the path of this file (to copy it to a device) and exit")
     args = ap.parse_args(argv)  # exits 2 on usage errors
+    if args.where:
+        print(__file__)
+        return 0
+    if args.bundle is None or args.epsilon is None:
+        ap.error("the following arguments are required: " + ", ".join(n for n, v in (("bundle", args.bundle), ("--epsilon", args.epsilon)) if v is None))
     try:
         flip_probability(args.epsilon)
     except ValueError as exc:

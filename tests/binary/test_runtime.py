@@ -111,22 +111,42 @@ def test_runtime_bad_epsilon(tmp_path):
         brr_runtime.load_bundle(path).privatize("w1", 0.0)
 
 
-def test_runtime_script(tmp_path):
-    # as deployed: the file copied next to an app (run in place, src/deniable/_random.py would
-    # shadow the standard library's _random module)
+def _runtime_command(how: str, tmp_path: Path) -> list[str]:
+    if how == "copied file":  # as deployed: the single file copied next to an app
+        app = tmp_path / "app"
+        app.mkdir()
+        (app / "brr_runtime.py").write_text(RUNTIME.read_text())
+        return [sys.executable, "-W", "error", str(app / "brr_runtime.py")]
+    if how == "checkout":  # run in place: its folder is first on sys.path (a module there named
+        # like a standard-library one, as _random.py was, would shadow it)
+        return [sys.executable, "-W", "error", str(RUNTIME)]
+    return [sys.executable, "-W", "error", "-m", "deniable.brr_runtime"]  # the installed package
+
+
+@pytest.mark.parametrize("how", ["copied file", "checkout", "installed package"])
+def test_runtime_entry_points(tmp_path, how):
+    """The three documented ways to run the runtime (README, docs/mechanisms/brr.md): same output
+    as the library, no warning (-W error turns runpy's RuntimeWarning into a failure), one-line
+    errors with the documented exit codes."""
     _, path = _bundle(tmp_path, n=50)
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "brr_runtime.py").write_text(RUNTIME.read_text())
-    r = subprocess.run(
-        [sys.executable, str(app / "brr_runtime.py"), str(path), "--epsilon", "2", "--seed", "3"],
-        input="w1 w2, w3!\n", capture_output=True, text=True, check=True,
-    )
+    cmd = _runtime_command(how, tmp_path)
+    r = subprocess.run([*cmd, str(path), "--epsilon", "2", "--seed", "3"], input="w1 w2, w3!\n", capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
     assert r.stdout == brr_runtime.load_bundle(path).privatize("w1 w2, w3!\n", 2.0, rng=3)
     bad = tmp_path / "bad.brr"
     bad.write_bytes(b"nonsense")
-    r = subprocess.run([sys.executable, str(app / "brr_runtime.py"), str(bad), "--epsilon", "1"], capture_output=True, text=True)
-    assert r.returncode == 1 and "truncated" in r.stderr
+    r = subprocess.run([*cmd, str(bad), "--epsilon", "1"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.startswith("error: ") and "truncated" in r.stderr and r.stderr.count("\n") == 1
+    r = subprocess.run([*cmd, str(path)], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and "--epsilon" in r.stderr and r.stderr.count("\n") == 1
+    r = subprocess.run([*cmd, "--where"], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert Path(r.stdout.strip()).read_text() == RUNTIME.read_text()
+
+
+def test_import_deniable_does_not_load_the_runtime():
+    # `python -m deniable.brr_runtime` warns when importing the package already loaded the module
+    code = "import sys, deniable; assert 'deniable.brr_runtime' not in sys.modules; deniable.BRR; assert 'deniable.brr_runtime' in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,8 @@ _REGISTRY: dict[str, Any] = {
     "mahalanobis": "deniable.mechanisms.mahalanobis:Mahalanobis",
     "tem": "deniable.mechanisms.tem:TEM",
     "brr": "deniable.mechanisms.brr:BRR",
+    "santext": "deniable.mechanisms.santext:SanText",
+    "santext_plus": "deniable.mechanisms.santext:SanTextPlus",
 }
 
 

@@ -1,0 +1,214 @@
+"""Exact, vectorized sampling from (truncated) exponential-mechanism distributions over words.
+
+Shared by :mod:`~deniable.mechanisms.santext` (SanText, SanText+) and any mechanism whose output
+distribution for a query point q_r is
+
+    P[y | r] ∝ exp(−a·min(d(q_r, x_y), γ))      over target words y = 0..V−1,
+
+with query points (rows) and targets that may differ (SanText+ samples only sensitive words).
+The sampler is TEM's (see :class:`deniable.mechanisms.tem.TEM`, "How it samples"), written
+for distinct query and target sets: a k-nearest table (exact distances, and a bound b_r below
+which no unlisted target lies) gives the envelope (u_y − g)⁺·[y listed] + g with
+g = exp(−a·min(b_r, γ)); a round draws a listed target by inverse CDF, or a uniform target
+accepted with probability min(1, u_y/g) (one distance); rejected rounds restart. The output is
+exactly P[y | r]. Only the rejection rounds loop, over the tokens still pending.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DeniableWarning
+from ..neighbors.neighborhoods import Neighborhoods, cache_directory, knn_neighborhoods, row_distances
+
+__all__ = ["ExponentialSampler", "PointsWithUnk", "subset_knn"]
+
+
+class PointsWithUnk:
+    """Row ``i < V``: ``vectors[i]``; row ``V``: the UNK point (vocabulary mean). No copy."""
+
+    def __init__(self, vectors: np.ndarray, unk: np.ndarray) -> None:
+        self.vectors = vectors
+        self.unk = unk
+        self.V = vectors.shape[0]
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        out = self.vectors[np.minimum(idx, self.V - 1)]
+        is_unk = idx == self.V
+        if is_unk.any():
+            out[is_unk] = self.unk
+        return out
+
+
+@dataclass(frozen=True)
+class _Tables:
+    start: np.ndarray  # (R,) first entry of row r in ids/cum
+    count: np.ndarray  # (R,) listed targets of row r with d <= γ
+    ids: np.ndarray  # (nnz,) target indices
+    cum: np.ndarray  # (nnz,) cumulative excess weights within each row
+    list_mass: np.ndarray  # (R,)
+    unif_mass: np.ndarray  # (R,) V * g_r (relative to the row's largest weight)
+    complete: np.ndarray  # (R,) bound >= γ: uniform proposals are always accepted
+    env: np.ndarray  # (R,) min(bound, γ)
+    shift: np.ndarray  # (R,) a * (smallest listed distance, capped at γ)
+    max_count: int
+
+
+class ExponentialSampler:
+    """Exact sampler of P[y | r] ∝ exp(−a·min(d(q_r, x_y), γ)).
+
+    Parameters
+    ----------
+    points
+        Query points, indexable by integer arrays (rows 0..R−1).
+    targets
+        ``(V, dim)`` target vectors.
+    nb
+        k-nearest (or radius) table: row r lists targets near ``points[r]`` with exact distances,
+        and a valid lower bound on the distance to every unlisted target.
+    a
+        The exponent's scale (ε/2 for the exponential mechanism with sensitivity d).
+    gamma
+        Truncation γ (``inf``: none).
+    metric
+        The metric of ``nb`` (name or callable), for the distances of uniform proposals.
+    """
+
+    def __init__(self, points: Any, targets: np.ndarray, nb: Neighborhoods, a: float, gamma: float, metric: str | Callable[..., np.ndarray]) -> None:
+        self.points = points
+        self.targets = targets
+        self.a = float(a)
+        self.gamma = float(gamma)
+        self.metric = metric
+        self.V = int(targets.shape[0])
+        self.tables = self._build(nb)
+
+    def _build(self, nb: Neighborhoods) -> _Tables:
+        a, g, V = self.a, self.gamma, self.V
+        R = nb.n_rows
+        sizes = np.diff(nb.indptr)
+        row_of = np.repeat(np.arange(R), sizes)
+        env = np.minimum(nb.bound, g)
+        complete = nb.bound >= g
+        keep = np.flatnonzero(nb.distances <= g)  # a prefix of each (sorted) row
+        count = np.bincount(row_of[keep], minlength=R).astype(np.int64)
+        ids = nb.indices[keep].astype(np.int32, copy=False)
+        d = nb.distances[keep]
+        r = row_of[keep]
+        first = np.full(R, g)
+        has = count > 0
+        first[has] = nb.distances[nb.indptr[:-1][has]]
+        shift = a * np.minimum(first, g)
+        w = np.exp(shift[r] - a * d) * -np.expm1(-a * np.maximum(env[r] - d, 0.0))
+        start = np.zeros(R, dtype=np.int64)
+        np.cumsum(count[:-1], out=start[1:])
+        cum = np.empty_like(w)
+        max_count = int(count.max()) if R else 0
+        if max_count:  # cumulative sums within each row, a block of padded rows at a time
+            rows_per_block = max(1, (8 << 20) // (8 * max_count))
+            for r0 in range(0, R, rows_per_block):
+                cc = count[r0 : r0 + rows_per_block]
+                L = int(cc.max())
+                if L == 0:
+                    continue
+                s0 = int(start[r0])
+                s1 = s0 + int(cc.sum())
+                mask = np.arange(L) < cc[:, None]
+                pad = np.zeros(mask.shape)
+                pad[mask] = w[s0:s1]
+                np.cumsum(pad, axis=1, out=pad)
+                cum[s0:s1] = pad[mask]
+        list_mass = np.zeros(R)
+        list_mass[has] = cum[start[has] + count[has] - 1]
+        unif_mass = V * np.exp(shift - a * env)
+        return _Tables(start, count, ids, cum, list_mass, unif_mass, complete, env, shift, max_count)
+
+    def sample(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Target indices, one exact draw per entry of ``rows`` (int64)."""
+        T = self.tables
+        a, g, V = self.a, self.gamma, self.V
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty(rows.shape[0], dtype=np.int64)
+        pending = np.arange(rows.shape[0])
+        n_halvings = max(1, int(T.max_count).bit_length())
+        while pending.size:
+            r = rows[pending]
+            S = T.list_mass[r]
+            x = rng.random(r.size) * (S + T.unif_mass[r])
+            from_list = x < S
+            if from_list.any():
+                rl, xl = r[from_list], x[from_list]
+                base = T.start[rl]
+                lo = np.zeros(rl.size, dtype=np.int64)
+                hi = T.count[rl] - 1
+                for _ in range(n_halvings):
+                    mid = (lo + hi) >> 1
+                    right = T.cum[base + mid] <= xl
+                    lo = np.where(right, mid + 1, lo)
+                    hi = np.where(right, hi, mid)
+                out[pending[from_list]] = T.ids[base + lo]
+            rest = ~from_list
+            if not rest.any():
+                break
+            tok = pending[rest]
+            ru = r[rest]
+            y = rng.integers(0, V, size=ru.size)
+            accept = T.complete[ru]
+            check = np.flatnonzero(~accept)
+            if check.size:
+                rc = ru[check]
+                d = row_distances(self.points, self.targets, rc, y[check], self.metric)
+                log_ratio = np.minimum(-a * (np.minimum(d, g) - T.env[rc]), 0.0)
+                accept[check] = rng.random(check.size) < np.exp(log_ratio)
+            out[tok[accept]] = y[accept]
+            pending = tok[~accept]
+        return out
+
+
+def subset_knn(
+    embedding: Any,
+    target_ids: np.ndarray,
+    k: int,
+    metric: str | Callable[..., np.ndarray],
+    *,
+    cache_dir: str | os.PathLike[str] | None | bool = None,
+    memory_bytes: int = 64 << 20,
+    progress: bool | None = False,
+    tag: str = "subset",
+) -> tuple[Neighborhoods, Path | None]:
+    """k-nearest table from every vocabulary word and UNK (rows 0..V, row V = the mean vector)
+    to the targets ``embedding.vectors[target_ids]`` (indices into ``target_ids``), cached on
+    disk per (embedding fingerprint, target set, metric, k) like TEM's tables (callable metrics
+    are never cached)."""
+    target_ids = np.ascontiguousarray(target_ids, dtype=np.int64)
+    fp = embedding.fingerprint
+    path: Path | None = None
+    if cache_dir is not False and not callable(metric):
+        key = hashlib.sha256(target_ids.tobytes()).hexdigest()[:16]
+        folder = cache_directory(None if cache_dir in (None, True) else cache_dir)  # type: ignore[arg-type]
+        path = folder / f"{tag}-knn-{fp}-{key}-{metric}-k{int(k)}.npz"
+        if path.exists():
+            try:
+                nb = Neighborhoods.load(path)
+                if (nb.n_rows, nb.n_vocab, nb.fingerprint, nb.metric, nb.param) == (len(embedding) + 1, target_ids.size, fp, metric, float(k)):
+                    return nb, path
+            except (OSError, ValueError, KeyError) as exc:
+                warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
+    queries = np.vstack([embedding.vectors, embedding.mean[None, :]])
+    nb = knn_neighborhoods(queries, embedding.vectors[target_ids], k, metric, memory_bytes=memory_bytes, progress=progress, fingerprint=fp)
+    if path is not None:
+        try:
+            nb.save(path)
+        except OSError as exc:
+            warnings.warn(f"could not write the neighbourhood cache {path} ({exc}); continuing without it", DeniableWarning, stacklevel=2)
+            path = None
+    return nb, path

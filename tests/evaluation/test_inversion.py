@@ -1,0 +1,140 @@
+"""Word inversion attack: calibrated on no-privacy / perfect-privacy references, exact vs sampled."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deniable import TEM, Madlib
+from deniable.evaluation import IdentityMechanism, UniformMechanism, inversion_attack, wilson_interval
+from deniable.evaluation.inversion import _log_likelihood_rows, token_ids
+
+from ..conftest import random_embedding
+
+
+def zipf_tokens(V: int, n: int, seed: int = 0) -> np.ndarray:
+    """n token ids with Zipf-like frequencies over V words (word 0 most frequent)."""
+    w = 1.0 / np.arange(1, V + 1)
+    return np.random.default_rng(seed).choice(V, size=n, p=w / w.sum())
+
+
+@pytest.fixture(scope="module")
+def emb():
+    return random_embedding(n=60, dim=4, seed=3)
+
+
+@pytest.mark.parametrize("method", ["exact", "sample"])
+def test_identity_recovers_everything(emb, method):
+    x = zipf_tokens(len(emb), 3000)
+    res = inversion_attack(IdentityMechanism(emb), x, rng=0, method=method, n_simulations=20_000, rare_max_count=15)
+    assert res.top1 == 1.0 and res.topk == 1.0
+    assert res.unchanged == 1.0
+    assert res.n_rare > 0 and res.rare_top1 == 1.0  # rare words too
+    if method == "exact":
+        assert res.expected_top1 == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method", ["exact", "sample"])
+def test_uniform_is_chance(emb, method):
+    V = len(emb)
+    x = zipf_tokens(V, 20_000, seed=1)
+    res = inversion_attack(UniformMechanism(emb), x, rng=1, method=method, n_simulations=50_000, rare_max_count=100)
+    # the best the adversary can do is guess the most frequent words: the prior-only rate
+    assert res.prior_top1 == pytest.approx(np.mean(x == 0), abs=1e-12)
+    lo, hi = res.top1_ci
+    assert lo <= res.prior_top1 + 0.01 and res.top1 <= res.prior_top1 + 0.02
+    assert res.topk <= res.prior_topk + 0.02
+    assert res.n_rare > 0 and res.rare_top1 == 0.0  # rare words are never the best guess
+    if method == "exact":
+        assert res.expected_top1 == pytest.approx(res.prior_top1, abs=1e-9)
+        assert res.expected_topk == pytest.approx(res.prior_topk, abs=1e-9)
+        assert abs(res.top1 - res.expected_top1) < 0.015
+
+
+def test_uniform_with_uniform_prior_is_one_over_v(emb):
+    V = len(emb)
+    x = np.random.default_rng(2).integers(0, V, size=30_000)
+    res = inversion_attack(UniformMechanism(emb), x, rng=2, method="exact", prior=np.ones(V))
+    assert res.expected_top1 == pytest.approx(1 / V, abs=0.003)  # q(guess): one word, ~1/V
+    lo, hi = res.top1_ci
+    assert lo < 1 / V < hi + 0.01
+
+
+def test_tem_fast_rows_equal_closed_form(emb):
+    tem = TEM(emb, epsilon=2.0, cache_dir=False)
+    xs = np.array([0, 5, 17, -1])
+    rows = _log_likelihood_rows(tem, xs)
+    for i, x in enumerate(xs):
+        np.testing.assert_allclose(rows[i], tem.log_probabilities(int(x)), rtol=1e-9, atol=1e-9)
+
+
+def test_tem_exact_and_sampled_agree(emb):
+    """The sampled attacker converges to the exact Bayes rule; exact expected rate matches draws."""
+    tem = TEM(emb, epsilon=3.0, cache_dir=False)
+    x = zipf_tokens(len(emb), 20_000, seed=4)
+    ex = inversion_attack(tem, x, rng=5, method="exact")
+    assert ex.top1_ci[0] - 0.005 <= ex.expected_top1 <= ex.top1_ci[1] + 0.005
+    sa = inversion_attack(tem, x, rng=6, method="sample", n_simulations=400_000)
+    # a plug-in rule never beats the Bayes rule (beyond sampling error) and gets close to it
+    assert sa.top1 <= ex.expected_top1 + 0.015
+    assert sa.top1 >= ex.expected_top1 - 0.03
+    # more privacy, less recovery: monotone in epsilon
+    lo = inversion_attack(TEM(emb, epsilon=0.5, cache_dir=False), x, rng=7, method="exact")
+    hi = inversion_attack(TEM(emb, epsilon=20.0, cache_dir=False), x, rng=7, method="exact")
+    assert lo.expected_top1 < ex.expected_top1 < hi.expected_top1
+    assert hi.expected_top1 > 0.99
+
+
+def test_control_wrong_likelihood_does_worse(emb):
+    """Control that must fail: an attacker using another mechanism's likelihood (too little noise
+    assumed) recovers less than the Bayes rule of the true mechanism."""
+    x = zipf_tokens(len(emb), 20_000, seed=8)
+    true = TEM(emb, epsilon=1.0, cache_dir=False)
+    y = true.sample_ids(x, rng=9)
+    right = inversion_attack(true, x, outputs=y, method="exact")
+    wrong = inversion_attack(IdentityMechanism(emb), x, outputs=y, method="exact")  # reads y as x
+    assert wrong.top1 == pytest.approx(right.unchanged)
+    assert right.top1 > wrong.top1 + 0.05
+
+
+def test_madlib_sampled_between_references(emb):
+    x = zipf_tokens(len(emb), 5000, seed=10)
+    res = inversion_attack(Madlib(emb, epsilon=2.0), x, rng=11)
+    assert res.method == "sample" and res.n_simulations == 100_000
+    assert res.prior_top1 < res.top1 < 1.0
+    assert res.topk >= res.top1
+    assert res.expected_top1 is None
+
+
+def test_given_simulations_and_texts(emb):
+    words = emb.words
+    texts = [" ".join(words[i] for i in zipf_tokens(len(emb), 30, seed=s)) + " zzzunknown" for s in range(200)]
+    mech = Madlib(emb, epsilon=50.0)
+    ids = token_ids(mech, texts)
+    assert (ids == -1).sum() == 200
+    sim_x = zipf_tokens(len(emb), 50_000, seed=12)
+    sim_y = mech.sample_ids(sim_x, rng=13)
+    res = inversion_attack(mech, texts, rng=14, simulations=(sim_x, sim_y))
+    assert res.n_oov == 200 and res.n_tokens == 6000 and res.n_simulations == 50_000
+    assert res.top1 > 0.99  # epsilon 50 on a 4-d embedding barely changes words
+
+
+def test_wilson_interval():
+    lo, hi = wilson_interval(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert all(np.isnan(wilson_interval(0, 0)))
+
+
+def test_validation(emb):
+    mech = IdentityMechanism(emb)
+    with pytest.raises(ValueError, match="method"):
+        inversion_attack(mech, np.array([1]), method="magic")
+    with pytest.raises(ValueError, match="prior"):
+        inversion_attack(mech, np.array([1]), prior=np.ones(3))
+    with pytest.raises(ValueError, match="no in-vocabulary"):
+        inversion_attack(mech, np.array([-1, -1]))
+    with pytest.raises(ValueError, match="outputs"):
+        inversion_attack(mech, np.array([1, 2]), outputs=np.array([1]))
+    with pytest.raises(ValueError, match="closed-form"):
+        inversion_attack(Madlib(emb, epsilon=1.0), np.array([1, 2]), method="exact")

@@ -17,6 +17,7 @@ _REGISTRY: dict[str, Any] = {
     "brr": "deniable.mechanisms.brr:BRR",
     "santext": "deniable.mechanisms.santext:SanText",
     "santext_plus": "deniable.mechanisms.santext:SanTextPlus",
+    "custext": "deniable.mechanisms.custext:CusText",
 }
 
 
@@ -43,7 +44,9 @@ def _resolve(name: str) -> type[Mechanism]:
     return entry
 
 
-def get_mechanism(name: str, embedding: Any = None, *, epsilon: float, **params: Any) -> Mechanism:
+def get_mechanism(
+    name: str, embedding: Any = None, *, epsilon: float, backend: str = "numpy", device: str | None = None, **params: Any
+) -> Mechanism:
     """Build a mechanism by name.
 
     Parameters
@@ -55,11 +58,24 @@ def get_mechanism(name: str, embedding: Any = None, *, epsilon: float, **params:
         (:func:`deniable.load_embedding`).
     epsilon
         Privacy parameter ε > 0.
+    backend
+        ``"numpy"`` (default) or ``"torch"`` (``pip install "deniable[torch]"``; Madlib,
+        Mahalanobis, TEM and BRR sampled on ``device``, same guarantee; see ``docs/gpu.md``).
+    device
+        For ``backend="torch"``: ``"cuda"`` (default), ``"cuda:N"`` or ``"cpu"``.
     **params
         Mechanism-specific keyword parameters (e.g. ``lam`` for ``"mahalanobis"``).
     """
     if name not in _REGISTRY:
         raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(available_mechanisms())}")
+    if backend == "torch":
+        from ..backends.torch_backend import build
+
+        return build(name, embedding, epsilon=epsilon, device=device or "cuda", **params)
+    if backend != "numpy":
+        raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
+    if device not in (None, "cpu"):
+        raise ValueError(f"device={device!r} needs backend='torch' (the numpy backend runs on the CPU)")
     cls = _resolve(name)
     if embedding is None:
         from ..embeddings import load_embedding

@@ -18,6 +18,7 @@ _REGISTRY: dict[str, Any] = {
     "santext": "deniable.mechanisms.santext:SanText",
     "santext_plus": "deniable.mechanisms.santext:SanTextPlus",
     "custext": "deniable.mechanisms.custext:CusText",
+    "vickrey": "deniable.mechanisms.vickrey:Vickrey",
 }
 
 

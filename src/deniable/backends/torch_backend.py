@@ -1,0 +1,715 @@
+"""PyTorch backend: Madlib, Mahalanobis, BRR and TEM sampled on a GPU (or on the CPU through torch).
+
+Each class here subclasses the numpy mechanism and replaces only its sampler, so the guarantee,
+the metric, ``distance``, ``probabilities``, ``privatize`` and every other method are the numpy
+mechanism's own. Build them with ``deniable.get_mechanism(name, ..., backend="torch",
+device="cuda")``.
+
+**Same distributions.** The samplers draw from the same closed forms as the numpy ones (Madlib
+§2.6: uniform direction × Gamma(d, 1/ε) radius; Mahalanobis Algorithm 1: that noise times
+Σ_λ^{1/2}; BRR Algorithm 2: each bit flips with probability 1/(1+e^ε), nearest code, ties uniform;
+TEM: the same exact rejection sampler over the same neighbour tables). The tests check each
+against its closed form on CPU torch.
+
+**Exact nearest neighbour.** Madlib/Mahalanobis score every vocabulary vector by
+``‖e‖² − 2 q·e`` with one matrix product per block (fp32 by default) and keep each query's two
+best scores. A rigorous bound on the rounding error of a score (from the precision, the
+dimension, ‖q‖ and the largest ‖e‖) tells when the winner is certain; a query whose two best
+scores lie within twice that bound is re-ranked in float64 (matrix product, then the exact
+‖q − e‖² of the remaining candidates; ties go to the lowest id). So the output is the float64
+nearest neighbour in every precision: ``precision="tf32"`` or ``"bf16"`` (opt-in) only changes
+how many queries need the float64 re-rank, i.e. speed. ``exact=False`` skips the check and
+returns the raw argmin of the low-precision scores (approximate; the benchmark reports how often
+it differs). BRR's Hamming search uses ±1 codes: H(q, c) = (n − q·c)/2, an integer that fp16 (on
+CUDA, n ≤ 2048 bits) or fp32 represents exactly, so it is exact by construction.
+
+**Randomness.** Each ``sample_ids`` call draws one 63-bit seed from the caller's ``rng`` (numpy
+Generator, int seed, ...) and seeds a ``torch.Generator`` on the device with it. A seed gives the
+same output on the same device type, torch version and batch layout; outputs are **not**
+bit-identical to the numpy backend, nor between CPU and CUDA (different generators and kernels),
+nor across torch versions. The torch generators (Philox on CUDA, MT19937 on CPU) are statistical,
+not cryptographic, whatever ``rng`` is (``rng="secure"`` only makes the seed unpredictable).
+
+The privacy guarantee is the numpy mechanism's: the nearest-neighbour step is post-processing,
+and the noise has the same distribution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .._optional import import_optional
+from .._rng import RNGLike, as_generator
+from .._validation import check_int
+from ..embeddings.embedding import UNK_ID
+from ..mechanisms.brr import BRR
+from ..mechanisms.madlib import Madlib
+from ..mechanisms.mahalanobis import Mahalanobis
+from ..mechanisms.tem import TEM
+
+__all__ = [
+    "PRECISIONS",
+    "TorchEuclideanIndex",
+    "TorchHammingIndex",
+    "TorchMadlib",
+    "TorchMahalanobis",
+    "TorchBRR",
+    "TorchTEM",
+    "build",
+    "resolve_device",
+    "torch_generator",
+]
+
+#: Matrix-product precisions of the Euclidean search (``"fp32"`` default).
+PRECISIONS = ("fp32", "tf32", "bf16")
+_U32 = 2.0**-24
+_U64 = 2.0**-53
+# Relative error of an operand converted for the matrix product (conservative: truncation) and
+# of the product's output format.
+_INPUT_ERR = {"fp32": 0.0, "tf32": 2.0**-10, "bf16": 2.0**-7}
+_OUTPUT_ERR = {"fp32": 0.0, "tf32": 0.0, "bf16": 2.0**-7}
+_DEFAULT_MEMORY = 1 << 30
+_NOISE_CHUNK = 1 << 16
+
+
+def _torch() -> Any:
+    return import_optional("torch", purpose="backend='torch'")
+
+
+def resolve_device(device: Any) -> Any:
+    """A ``torch.device``; raises with the fix when CUDA is asked for but unavailable."""
+    torch = _torch()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device={device!r} but CUDA is not available to torch {torch.__version__} "
+            f"(built for CUDA {torch.version.cuda}); run on a machine with an NVIDIA GPU and a CUDA build of torch, or use device='cpu'"
+        )
+    if dev.type not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {device!r}")
+    return dev
+
+
+def torch_generator(rng: RNGLike, device: Any) -> Any:
+    """A ``torch.Generator`` on ``device`` seeded with 63 bits drawn from ``rng``."""
+    torch = _torch()
+    seed = int(as_generator(rng).integers(0, 2**63 - 1))
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
+@contextlib.contextmanager
+def _matmul_precision(level: str) -> Iterator[None]:
+    """Temporarily set torch's float32 matrix-product precision (``"highest"``: true fp32)."""
+    torch = _torch()
+    old = torch.get_float32_matmul_precision()
+    if old != level:
+        torch.set_float32_matmul_precision(level)
+    try:
+        yield
+    finally:
+        if old != level:
+            torch.set_float32_matmul_precision(old)
+
+
+class _Pending:
+    """Placeholder index while the numpy constructor runs (the device index replaces it)."""
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never called
+        raise RuntimeError("index not built yet")
+
+
+# -- exact Euclidean search -------------------------------------------------------------------
+
+
+class TorchEuclideanIndex:
+    """Exact Euclidean 1-NN on a torch device (ties: lowest id; float64-exact, see module docs).
+
+    Parameters
+    ----------
+    vectors
+        ``(V, d)`` vocabulary vectors.
+    device
+        ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
+    precision
+        ``"fp32"`` (default), ``"tf32"`` or ``"bf16"``: the format of the scoring matrix product.
+    exact
+        Re-rank uncertain queries in float64 (default), so the result is exact in every precision.
+    memory_bytes
+        Bound on the score buffer of one block (default 1 GiB).
+    """
+
+    def __init__(
+        self,
+        vectors: np.ndarray,
+        *,
+        device: Any = "cuda",
+        precision: str = "fp32",
+        exact: bool = True,
+        memory_bytes: int = _DEFAULT_MEMORY,
+    ) -> None:
+        torch = _torch()
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        v = np.array(vectors, dtype=np.float32, order="C", copy=True)  # torch needs a writable array
+        if v.ndim != 2 or v.shape[0] == 0:
+            raise ValueError(f"vectors must be a non-empty 2-D array, got shape {v.shape}")
+        self.device = resolve_device(device)
+        self.precision = precision
+        self.exact = bool(exact)
+        self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+        self.size, self.dim = (int(s) for s in v.shape)
+        e2 = np.einsum("ij,ij->i", v.astype(np.float64), v.astype(np.float64))
+        self._max_norm = float(np.sqrt(e2.max()))
+        self.vectors = torch.from_numpy(v).to(self.device)
+        self._e2 = torch.from_numpy(e2.astype(np.float32)).to(self.device)
+        self._low = self.vectors.to(torch.bfloat16) if precision == "bf16" else None
+        #: Counters: queries searched and queries re-ranked in float64.
+        self.stats = {"queries": 0, "reranked": 0}
+
+    def _blocks(self, n: int) -> tuple[int, int]:
+        cells = max(1, self.memory_bytes // 8)  # fp32 scores plus top-k temporaries
+        qb = int(min(max(cells // self.size, 64), 16384))
+        qb = max(1, min(qb, n))
+        vb = int(min(self.size, max(2, cells // qb)))
+        return qb, vb
+
+    def _scores(self, q: Any, q_low: Any, v0: int, w: int) -> Any:
+        torch = _torch()
+        if q_low is not None:
+            dot = (q_low @ self._low[v0 : v0 + w].T).float()
+            return torch.add(self._e2[v0 : v0 + w], dot, alpha=-2.0)
+        return torch.addmm(self._e2[v0 : v0 + w], q, self.vectors[v0 : v0 + w].T, beta=1.0, alpha=-2.0)
+
+    def score_error_bound(self, qnorm: Any) -> Any:
+        """Upper bound on |computed score − exact score| for queries of norm ``qnorm`` (doubled
+        for safety): operand conversion, accumulation over d+1 terms, output rounding."""
+        u_in, u_out, M = _INPUT_ERR[self.precision], _OUTPUT_ERR[self.precision], self._max_norm
+        qm = qnorm.double() * M * (1 + 1e-5)
+        dot = (2 * u_in + u_in * u_in + (self.dim + 2) * _U32 * (1 + u_in) ** 2) * qm + u_out * (1 + u_in) ** 2 * qm
+        err = 2 * dot + _U32 * M * M + 2 * _U32 * (M * M + 2 * qm)
+        return 2.0 * err
+
+    def search(self, queries: np.ndarray) -> np.ndarray:
+        """Nearest vocabulary id for each query row (numpy in, numpy out)."""
+        torch = _torch()
+        q = np.asarray(queries)
+        if q.ndim != 2 or q.shape[1] != self.dim:
+            raise ValueError(f"queries must have shape (n, {self.dim}), got {q.shape}")
+        t = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32)).to(self.device)
+        return self.search_tensor(t).cpu().numpy()
+
+    def search_tensor(self, q: Any) -> Any:
+        """Nearest vocabulary id for each row of the float32 device tensor ``q`` (int64 tensor)."""
+        torch = _torch()
+        n = int(q.shape[0])
+        out = torch.empty(n, dtype=torch.int64, device=self.device)
+        if n == 0:
+            return out
+        qb, vb = self._blocks(n)
+        V = self.size
+        level = "highest" if self.precision == "fp32" else "high"
+        with _matmul_precision(level):
+            for s in range(0, n, qb):
+                qq = q[s : s + qb]
+                q_low = qq.to(torch.bfloat16) if self._low is not None else None
+                top_v = top_i = None
+                for v0 in range(0, V, vb):
+                    w = min(vb, V - v0)
+                    sc = self._scores(qq, q_low, v0, w)
+                    if self.exact:
+                        k = min(2, w)
+                        val, idx = torch.topk(sc, k, dim=1, largest=False, sorted=True)
+                    else:
+                        val, idx = sc.min(dim=1, keepdim=True)
+                    idx = idx + v0
+                    if top_v is None:
+                        top_v, top_i = val, idx
+                    else:
+                        cv, ci = torch.cat([top_v, val], 1), torch.cat([top_i, idx], 1)
+                        k = 2 if self.exact else 1
+                        top_v, pos = torch.topk(cv, min(k, cv.shape[1]), dim=1, largest=False, sorted=True)
+                        top_i = torch.gather(ci, 1, pos)
+                best = top_i[:, 0].clone()
+                if self.exact and top_v.shape[1] > 1:
+                    tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
+                    unsure = (top_v[:, 1] - top_v[:, 0]).double() <= 2 * tol
+                    rows = torch.nonzero(unsure).flatten()
+                    if rows.numel():
+                        best[rows] = self._rerank(qq[rows])
+                        self.stats["reranked"] += int(rows.numel())
+                out[s : s + qq.shape[0]] = best
+        self.stats["queries"] += n
+        return out
+
+    def _rerank(self, q: Any) -> Any:
+        """Float64 nearest neighbour of each row of ``q`` (ties: lowest id)."""
+        torch = _torch()
+        f, V, M = int(q.shape[0]), self.size, self._max_norm
+        q64 = q.double()
+        qn = torch.linalg.vector_norm(q64, dim=1)
+        tol = 4 * (self.dim + 2) * _U64 * (M * M + 2 * qn * M) + 1e-300
+        vb = int(min(V, max(1, (self.memory_bytes // 16) // max(f, 1))))
+
+        def scores(v0: int, w: int) -> Any:
+            blk = self.vectors[v0 : v0 + w].double()
+            # e2 in float64 from the float32 vectors, so the score is float64-accurate
+            return torch.addmm((blk * blk).sum(1), q64, blk.T, beta=1.0, alpha=-2.0)
+
+        best = torch.full((f,), math.inf, dtype=torch.float64, device=self.device)
+        for v0 in range(0, V, vb):
+            best = torch.minimum(best, scores(v0, min(vb, V - v0)).min(dim=1).values)
+        rows_l, ids_l = [], []
+        for v0 in range(0, V, vb):
+            sc = scores(v0, min(vb, V - v0))
+            r, c = torch.nonzero(sc <= (best + 2 * tol)[:, None], as_tuple=True)
+            rows_l.append(r)
+            ids_l.append(c + v0)
+        rows, ids = torch.cat(rows_l), torch.cat(ids_l)
+        diff = q64[rows] - self.vectors[ids].double()
+        d2 = (diff * diff).sum(1)
+        rmin = torch.full((f,), math.inf, dtype=torch.float64, device=self.device).scatter_reduce(0, rows, d2, "amin")
+        is_best = d2 == rmin[rows]
+        pick = torch.full((f,), V, dtype=torch.int64, device=self.device)
+        return pick.scatter_reduce(0, rows[is_best], ids[is_best], "amin")
+
+
+# -- exact Hamming search ---------------------------------------------------------------------
+
+
+class TorchHammingIndex:
+    """Exact Hamming 1-NN on a torch device with BRR's tie rule (rank ⌊u·C⌋ among the C tied
+    codes in ascending id order), through ±1 codes: H(q, c) = (n − q·c)/2.
+
+    Parameters
+    ----------
+    bits
+        ``(V, n_bits)`` boolean codes.
+    device
+        ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
+    memory_bytes
+        Bound on the score buffer of one block (default 1 GiB).
+    """
+
+    exact = True
+
+    def __init__(self, bits: np.ndarray, *, device: Any = "cuda", memory_bytes: int = _DEFAULT_MEMORY) -> None:
+        torch = _torch()
+        bits = np.asarray(bits, dtype=bool)
+        if bits.ndim != 2 or bits.shape[0] == 0:
+            raise ValueError(f"bits must be a non-empty 2-D boolean array, got shape {bits.shape}")
+        self.device = resolve_device(device)
+        self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+        self.size, self.n_bits = (int(s) for s in bits.shape)
+        # ±1 products sum to integers |x| <= n_bits: exact in fp16 up to 2048 (every partial sum
+        # too), in fp32 up to 2^24.
+        self.dtype = torch.float16 if (self.device.type == "cuda" and self.n_bits <= 2048) else torch.float32
+        self.codes = torch.from_numpy(np.where(bits, 1.0, -1.0).astype(np.float32)).to(self.device, self.dtype)
+
+    def _rows_per_block(self) -> int:
+        per_row = self.size * (self.codes.element_size() + 1 + 8)
+        return int(max(16, self.memory_bytes // per_row))
+
+    def search_pm(self, q: Any, u: Any) -> Any:
+        """Nearest id for ±1 query rows ``q`` (device tensor, ``self.dtype``) with tie uniforms ``u``."""
+        torch = _torch()
+        n = int(q.shape[0])
+        out = torch.empty(n, dtype=torch.int64, device=self.device)
+        qb = self._rows_per_block()
+        with _matmul_precision("highest"):
+            for s in range(0, n, qb):
+                sc = q[s : s + qb] @ self.codes.T
+                mx, arg = sc.max(dim=1)
+                mask = sc == mx[:, None]
+                cnt = mask.sum(1)
+                rank = torch.minimum((u[s : s + qb] * cnt).long(), cnt - 1)
+                rows = torch.nonzero(cnt > 1).flatten()
+                if rows.numel():
+                    cs = mask[rows].to(torch.int32).cumsum(1, dtype=torch.int32)
+                    arg[rows] = (cs <= rank[rows, None]).sum(1)
+                out[s : s + sc.shape[0]] = arg
+        return out
+
+    def search(self, queries: np.ndarray, ties: np.ndarray | None = None, rng: RNGLike = None) -> np.ndarray:
+        """Same interface as :class:`deniable.binary.HammingIndex` (packed ``uint64`` queries)."""
+        torch = _torch()
+        from ..binary.codes import unpack_bits
+
+        q = np.asarray(queries)
+        n = q.shape[0]
+        u = as_generator(rng).random(n) if ties is None else np.asarray(ties, dtype=np.float64).reshape(-1)
+        if u.shape[0] != n:
+            raise ValueError(f"ties must have one uniform per query ({n}), got {u.shape[0]}")
+        pm = np.where(unpack_bits(q, self.n_bits), 1.0, -1.0).astype(np.float32)
+        qt = torch.from_numpy(pm).to(self.device, self.dtype)
+        return self.search_pm(qt, torch.from_numpy(u).to(self.device)).cpu().numpy()
+
+
+# -- mechanisms -------------------------------------------------------------------------------
+
+
+class _TorchMixin:
+    """Replaces ``_sample_ids`` by a device sampler ``sample_ids_tensor``."""
+
+    backend = "torch"
+    device: Any
+    n_words: int
+
+    def _check_tensor_ids(self, ids: Any) -> Any:
+        torch = _torch()
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"ids must be an integer tensor, got {ids.dtype}")
+        ids = ids.to(self.device, torch.int64).reshape(-1)
+        if ids.numel():
+            lo, hi = int(ids.min()), int(ids.max())
+            if lo < UNK_ID or hi >= self.n_words:
+                raise ValueError(f"ids must lie in [-1, {self.n_words - 1}] (-1 = out of vocabulary), got values in [{lo}, {hi}]")
+        return ids
+
+    def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        torch = _torch()
+        g = torch_generator(rng, self.device)
+        t = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(self.device)
+        return self._sample_tensor(t, g).cpu().numpy()
+
+    def sample_ids_tensor(self, ids: Any, generator: Any = None) -> Any:
+        """Device-resident sampling: ``ids`` an integer tensor (any device; -1 = UNK), returns an
+        int64 tensor on :attr:`device`. ``generator``: a ``torch.Generator`` on that device
+        (``None``: seeded from OS entropy)."""
+        ids = self._check_tensor_ids(ids)
+        if generator is None:
+            generator = torch_generator(None, self.device)
+        return self._sample_tensor(ids, generator)
+
+    def _sample_tensor(self, ids: Any, g: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _backend_params(self) -> dict[str, Any]:
+        return {"backend": "torch", "device": str(self.device)}
+
+
+class _TorchEuclidean(_TorchMixin):
+    """Madlib-style sampling: point + noise, exact search, on the device."""
+
+    epsilon: float
+    embedding: Any
+    index: Any
+
+    def _setup(self, device: Any, precision: str, exact: bool, memory_bytes: int) -> None:
+        torch = _torch()
+        self.device = resolve_device(device)
+        self.index = TorchEuclideanIndex(self.embedding.vectors, device=self.device, precision=precision, exact=exact, memory_bytes=memory_bytes)
+        self._index_spec = f"torch-exact/{precision}" if exact else f"torch-approx/{precision}"
+        self._mean_t = torch.from_numpy(np.array(self.embedding.mean, dtype=np.float32)).to(self.device)
+
+    def points_tensor(self, ids: Any) -> Any:
+        """Vectors of ``ids`` (float32 device tensor), the vocabulary mean for UNK_ID."""
+        pts = self.index.vectors[ids.clamp(min=0)]
+        return torch_where_unk(ids, pts, self._mean_t)
+
+    def sample_noise_tensor(self, n: int, generator: Any) -> Any:
+        """``n`` draws from p(z) ∝ exp(−ε‖z‖₂) (Madlib §2.6) as a float32 device tensor."""
+        torch = _torch()
+        d = self.embedding.dim
+        z = torch.randn(n, d, generator=generator, device=self.device, dtype=torch.float32)
+        z /= torch.linalg.vector_norm(z, dim=1, keepdim=True)
+        shape = torch.full((n,), float(d), device=self.device, dtype=torch.float64)
+        r = torch._standard_gamma(shape, generator=generator) / self.epsilon
+        return z * r.to(torch.float32)[:, None]
+
+    def _sample_tensor(self, ids: Any, g: Any) -> Any:
+        torch = _torch()
+        n = int(ids.shape[0])
+        out = torch.empty(n, dtype=torch.int64, device=self.device)
+        for s in range(0, n, _NOISE_CHUNK):
+            chunk = ids[s : s + _NOISE_CHUNK]
+            q = self.points_tensor(chunk) + self.sample_noise_tensor(int(chunk.shape[0]), g)
+            out[s : s + chunk.shape[0]] = self.index.search_tensor(q)
+        return out
+
+
+def torch_where_unk(ids: Any, pts: Any, unk_point: Any) -> Any:
+    torch = _torch()
+    return torch.where((ids == UNK_ID)[:, None], unk_point[None, :], pts)
+
+
+class TorchMadlib(_TorchEuclidean, Madlib):
+    """:class:`~deniable.mechanisms.madlib.Madlib` sampled with torch (same guarantee: ε·d-privacy,
+    d = Euclidean distance between embedding vectors, over the vocabulary ∪ {UNK}; Madlib paper
+    Theorem 1; noise §2.6).
+
+    Parameters
+    ----------
+    embedding, epsilon
+        As for Madlib.
+    device
+        ``"cuda"`` (default), ``"cuda:N"`` or ``"cpu"``.
+    precision, exact, memory_bytes
+        Of the device search (:class:`TorchEuclideanIndex`).
+    index
+        Only ``"exact"`` (the device search); other indexes are numpy-backend options.
+    batch_size
+        Accepted for compatibility; the device sampler batches by ``memory_bytes``.
+    """
+
+    def __init__(
+        self,
+        embedding: Any,
+        *,
+        epsilon: float,
+        device: Any = "cuda",
+        precision: str = "fp32",
+        exact: bool = True,
+        memory_bytes: int = _DEFAULT_MEMORY,
+        index: str = "exact",
+        batch_size: int = 8192,
+    ) -> None:
+        _only_exact(index)
+        super().__init__(embedding, epsilon=epsilon, index=_Pending(), batch_size=batch_size)
+        self._setup(device, precision, exact, memory_bytes)
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), **self._backend_params()}
+
+
+class TorchMahalanobis(_TorchEuclidean, Mahalanobis):
+    """:class:`~deniable.mechanisms.mahalanobis.Mahalanobis` sampled with torch (same guarantee:
+    ε·d-privacy, d = regularized Mahalanobis distance; Mahalanobis paper Theorem 1, Algorithm 2).
+    Parameters as :class:`TorchMadlib` plus ``lam``."""
+
+    def __init__(
+        self,
+        embedding: Any,
+        *,
+        epsilon: float,
+        lam: float = 0.5,
+        device: Any = "cuda",
+        precision: str = "fp32",
+        exact: bool = True,
+        memory_bytes: int = _DEFAULT_MEMORY,
+        index: str = "exact",
+        batch_size: int = 8192,
+    ) -> None:
+        _only_exact(index)
+        super().__init__(embedding, epsilon=epsilon, lam=lam, index=_Pending(), batch_size=batch_size)
+        self._setup(device, precision, exact, memory_bytes)
+        torch = _torch()
+        self._sqrt_t = torch.from_numpy(np.array(self._sqrt, dtype=np.float32)).to(self.device)
+
+    def sample_noise_tensor(self, n: int, generator: Any) -> Any:
+        """``n`` draws of Y·Σ_λ^{1/2}·X (Algorithm 1) as a float32 device tensor."""
+        z = super().sample_noise_tensor(n, generator)
+        if self.lam == 0:
+            return z
+        with _matmul_precision("highest"):
+            return z @ self._sqrt_t
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), **self._backend_params()}
+
+
+def _only_exact(index: Any) -> None:
+    if index != "exact":
+        raise ValueError(f"backend='torch' always searches exactly on the device; index={index!r} is a numpy-backend option (leave index='exact')")
+
+
+class TorchBRR(_TorchMixin, BRR):
+    """:class:`~deniable.mechanisms.brr.BRR` sampled with torch (same guarantee: ε·d-privacy,
+    d = Hamming distance between the binary codes, over the vocabulary ∪ {UNK}; BRR paper
+    Theorem 3, Algorithms 2–3). Bits flip when a float64 uniform is < 1/(1+e^ε), as in numpy;
+    ties are broken by the same rank rule, with uniforms from the device generator.
+
+    Parameters
+    ----------
+    binary_embedding, epsilon, n_bits, method
+        As for BRR.
+    device
+        ``"cuda"`` (default), ``"cuda:N"`` or ``"cpu"``.
+    memory_bytes
+        Bound on the score buffer of one block (default 1 GiB).
+    index
+        ``"auto"`` or ``"exact"`` (both: the exact device search).
+    """
+
+    def __init__(
+        self,
+        binary_embedding: Any = None,
+        *,
+        epsilon: float,
+        device: Any = "cuda",
+        memory_bytes: int = _DEFAULT_MEMORY,
+        index: str = "auto",
+        n_bits: int = 256,
+        method: str | None = None,
+    ) -> None:
+        if index not in ("auto", "exact"):
+            raise ValueError(f"backend='torch' always searches exactly on the device; index={index!r} is a numpy-backend option")
+        super().__init__(binary_embedding, epsilon=epsilon, index=_Pending(), n_bits=n_bits, method=method)
+        torch = _torch()
+        from ..binary.codes import unpack_bits
+
+        be = self.binary_embedding
+        self.device = resolve_device(device)
+        self.index = TorchHammingIndex(be.bits(), device=self.device, memory_bytes=memory_bytes)
+        self._index_spec = "torch-exact"
+        self._memory_bytes = memory_bytes
+        unk = unpack_bits(be.unk_code[None, :], be.n_bits)[0]
+        self._unk_pm = torch.from_numpy(np.where(unk, 1.0, -1.0).astype(np.float32)).to(self.device, self.index.dtype)
+
+    def _sample_tensor(self, ids: Any, g: Any) -> Any:
+        torch = _torch()
+        n = int(ids.shape[0])
+        out = torch.empty(n, dtype=torch.int64, device=self.device)
+        for s in range(0, n, _NOISE_CHUNK):
+            chunk = ids[s : s + _NOISE_CHUNK]
+            m = int(chunk.shape[0])
+            q = self.randomize_pm_tensor(chunk, g)
+            u = torch.rand(m, generator=g, device=self.device, dtype=torch.float64)
+            out[s : s + m] = self.index.search_pm(q, u)
+        return out
+
+    def randomize_pm_tensor(self, ids: Any, generator: Any) -> Any:
+        """Randomized response (Algorithm 2) on the ±1 codes of ``ids`` (device tensor): each bit
+        flips when a float64 uniform is below 1/(1+e^ε). Returns ±1 codes in the index's dtype."""
+        torch = _torch()
+        q = torch_where_unk(ids, self.index.codes[ids.clamp(min=0)], self._unk_pm)
+        u = torch.rand(int(ids.shape[0]), self.n_bits, generator=generator, device=self.device, dtype=torch.float64)
+        return torch.where(u < self.flip_probability, -q, q)
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), **self._backend_params()}
+
+    def __reduce__(self):  # type: ignore[override]
+        return (_rebuild_brr, (self.binary_embedding, self.epsilon, str(self.device), self._memory_bytes))
+
+
+def _rebuild_brr(be: Any, epsilon: float, device: str, memory_bytes: int) -> TorchBRR:
+    return TorchBRR(be, epsilon=epsilon, device=device, memory_bytes=memory_bytes)
+
+
+class TorchTEM(_TorchMixin, TEM):
+    """:class:`~deniable.mechanisms.tem.TEM` sampled with torch: the same exact rejection sampler
+    (class docs of TEM) with its neighbour tables on the device. Same guarantee (TEM paper
+    Theorem 2): ε·d-privacy for the chosen metric over the vocabulary ∪ {UNK}. A user-callable
+    metric is evaluated on the CPU for the (rare) draws that need a distance.
+
+    Parameters: those of TEM plus ``device``.
+    """
+
+    def __init__(self, embedding: Any, *, epsilon: float, device: Any = "cuda", **params: Any) -> None:
+        super().__init__(embedding, epsilon=epsilon, **params)
+        self.device = resolve_device(device)
+        self._dev: dict[str, Any] | None = None
+
+    def _device_tables(self) -> dict[str, Any]:
+        if self._dev is None or self._dev["tables"] is not self._get_tables():
+            torch = _torch()
+            T = self._get_tables()
+
+            def put(a: np.ndarray, dtype: Any) -> Any:
+                return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, dtype)
+
+            self._dev = {
+                "tables": T,
+                "start": put(T.start, torch.int64),
+                "count": put(T.count, torch.int64),
+                "ids": put(T.ids, torch.int64),
+                "cum": put(T.cum, torch.float64),
+                "list_mass": put(T.list_mass, torch.float64),
+                "unif_mass": put(T.unif_mass, torch.float64),
+                "complete": put(T.complete, torch.bool),
+                "env": put(T.env, torch.float64),
+                "points": put(np.vstack([self.embedding.vectors, self.embedding.mean[None, :]]), torch.float32),
+                "halvings": max(1, int(T.max_count).bit_length()),
+            }
+        return self._dev
+
+    def _distances(self, D: dict[str, Any], rows: Any, y: Any) -> Any:
+        """d(points[rows[i]], vectors[y[i]]) in float64 on the device (callable metric: CPU)."""
+        torch = _torch()
+        if callable(self.metric):
+            from ..neighbors.neighborhoods import row_distances
+
+            d = row_distances(self._pts, self.embedding.vectors, rows.cpu().numpy(), y.cpu().numpy(), self.metric)
+            return torch.from_numpy(d).to(self.device)
+        A = D["points"][rows].double()
+        B = D["points"][y].double()
+        if self.metric == "angular":
+            A = A / torch.linalg.vector_norm(A, dim=1, keepdim=True)
+            B = B / torch.linalg.vector_norm(B, dim=1, keepdim=True)
+            chord = torch.linalg.vector_norm(A - B, dim=1)
+            return 2.0 * torch.asin(torch.clamp(chord / 2.0, max=1.0))
+        diff = A - B
+        if self.metric == "euclidean":
+            return torch.linalg.vector_norm(diff, dim=1)
+        if self.metric == "manhattan":
+            return diff.abs().sum(1)
+        return diff.abs().amax(1)  # chebyshev
+
+    def _sample_tensor(self, ids: Any, g: Any) -> Any:
+        torch = _torch()
+        D = self._device_tables()
+        a, gam, V = self.epsilon / 2.0, self.gamma, self.n_words
+        rows = torch.where(ids == UNK_ID, torch.full_like(ids, V), ids)
+        out = torch.empty(ids.shape[0], dtype=torch.int64, device=self.device)
+        pending = torch.arange(ids.shape[0], device=self.device)
+        f64 = dict(generator=g, device=self.device, dtype=torch.float64)
+        while pending.numel():
+            r = rows[pending]
+            S = D["list_mass"][r]
+            x = torch.rand(r.shape[0], **f64) * (S + D["unif_mass"][r])
+            from_list = x < S
+            sel = torch.nonzero(from_list).flatten()
+            if sel.numel():
+                rl, xl = r[sel], x[sel]
+                base = D["start"][rl]
+                lo = torch.zeros_like(rl)
+                hi = D["count"][rl] - 1
+                for _ in range(D["halvings"]):
+                    mid = (lo + hi) >> 1
+                    right = D["cum"][base + mid] <= xl
+                    lo = torch.where(right, mid + 1, lo)
+                    hi = torch.where(right, hi, mid)
+                out[pending[sel]] = D["ids"][base + lo]
+            rest = torch.nonzero(~from_list).flatten()
+            if not rest.numel():
+                break
+            tok = pending[rest]
+            ru = r[rest]
+            y = torch.randint(0, V, (ru.shape[0],), generator=g, device=self.device)
+            accept = D["complete"][ru].clone()
+            check = torch.nonzero(~accept).flatten()
+            if check.numel():
+                rc = ru[check]
+                d = self._distances(D, rc, y[check])
+                log_ratio = torch.clamp(-a * (torch.clamp(d, max=gam) - D["env"][rc]), max=0.0)
+                accept[check] = torch.rand(check.shape[0], **f64) < torch.exp(log_ratio)
+            out[tok[accept]] = y[accept]
+            pending = tok[~accept]
+        return out
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), **self._backend_params()}
+
+
+_CLASSES: dict[str, type] = {"madlib": TorchMadlib, "mahalanobis": TorchMahalanobis, "brr": TorchBRR, "tem": TorchTEM}
+
+
+def build(name: str, embedding: Any = None, *, epsilon: float, device: Any = "cuda", **params: Any) -> Any:
+    """Build mechanism ``name`` with the torch backend on ``device``."""
+    if name not in _CLASSES:
+        raise ValueError(f"mechanism {name!r} has no torch backend (torch backends: {', '.join(sorted(_CLASSES))}); use backend='numpy'")
+    if embedding is None:
+        from ..embeddings import load_embedding
+
+        embedding = load_embedding()
+    return _CLASSES[name](embedding, epsilon=epsilon, device=device, **params)

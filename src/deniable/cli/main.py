@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "privacy-ratio": ("deniable.cli.brr:privacy_ratio", "Privacy ratio between metrics; equivalent epsilons."),
     "calibrate": ("deniable.cli.calibrate:calibrate", "Plausible-deniability statistics and an epsilon report."),
     "ngrams": ("deniable.cli.ngrams:ngrams", "Count, release with DP, and evaluate n-gram distributions."),
+    "serve": ("deniable.cli.serve:serve", "Serve privatization over HTTP and the epsilon explorer page."),
 }
 
 

@@ -1,0 +1,94 @@
+"""``deniable serve``: the HTTP JSON service and the ε explorer page (extra ``serve``)."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+
+import click
+
+from ..service.config import API_KEY_ENV, ServiceConfig
+
+_MECHANISMS = ("madlib", "mahalanobis", "tem", "brr")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default; anything else needs a reason and an API key).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to bind (0: any free port).")
+@click.option("--api-key", envvar=API_KEY_ENV, default=None, help=f"Require this key (X-API-Key header or Bearer token) on every route but /healthz and the page; default ${API_KEY_ENV}.")
+@click.option("-m", "--mechanism", "mechanisms", multiple=True, type=click.Choice(_MECHANISMS), help="Mechanism to offer (repeatable; default: all).")
+@click.option("--embedding", type=click.Path(exists=True, dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe embedding).")
+@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of --embedding.")
+@click.option("--bundle", type=click.Path(exists=True, dir_okay=False), default=None, help="BRR bundle (deniable export brr) for -m brr and the on-device mode (default: the bundled codes).")
+@click.option("--max-texts", type=click.IntRange(min=1), default=ServiceConfig.max_texts, show_default=True, help="Most texts per request.")
+@click.option("--max-text-chars", type=click.IntRange(min=1), default=ServiceConfig.max_text_chars, show_default=True, help="Longest text (characters).")
+@click.option("--max-total-chars", type=click.IntRange(min=1), default=ServiceConfig.max_total_chars, show_default=True, help="Most characters per request.")
+@click.option("--max-body-bytes", type=click.IntRange(min=1), default=ServiceConfig.max_body_bytes, show_default=True, help="Largest request body (413 above).")
+@click.option("--secure", is_flag=True, help="Unseeded requests draw noise from ChaCha20 keyed from the OS (needs the secure extra).")
+@click.option("--no-seeds", is_flag=True, help="Refuse the seed field (seeded output is predictable).")
+@click.option("--no-page", is_flag=True, help="Do not serve the ε explorer page at /.")
+@click.option("--preload/--no-preload", default=True, show_default=True, help="Load the embedding before accepting requests.")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info", show_default=True)
+def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, max_text_chars, max_total_chars, max_body_bytes, secure, no_seeds, no_page, preload, log_level) -> None:
+    """Serve privatization over HTTP: POST /v1/privatize, GET /v1/mechanisms, /healthz, the
+    OpenAPI spec at /openapi.json (docs at /docs) and the ε explorer page at /.
+
+    Binds to 127.0.0.1 unless --host says otherwise. Mechanisms are built once per (mechanism,
+    parameters, ε) and shared by all requests. See docs/service.md.
+    """
+    from .._optional import import_optional
+
+    try:
+        import_optional("fastapi", purpose="deniable serve")
+        uvicorn = import_optional("uvicorn", purpose="deniable serve")
+    except ImportError:
+        raise click.ClickException('deniable serve needs the serve extra: pip install "deniable[serve]"') from None
+    if limit is not None and embedding is None:
+        raise click.BadParameter("--limit needs --embedding", param_hint="--limit")
+    if api_key is not None and len(api_key) < 8:
+        raise click.BadParameter("the API key must have at least 8 characters", param_hint="--api-key")
+    if not _is_loopback(host) and api_key is None:
+        click.echo(f"warning: serving on {host} without an API key: anyone who can reach the port can use the service", err=True)
+    if secure:
+        import_optional("randomgen", purpose="--secure")
+    config = ServiceConfig(
+        api_key=api_key,
+        mechanisms=tuple(mechanisms) or _MECHANISMS,
+        max_body_bytes=max_body_bytes,
+        max_texts=max_texts,
+        max_text_chars=max_text_chars,
+        max_total_chars=max_total_chars,
+        secure=secure,
+        allow_seed=not no_seeds,
+        page=not no_page,
+    )
+    from ..embeddings import load_embedding
+    from ..service import MechanismPool, create_app
+
+    emb = load_embedding(embedding, limit=limit) if embedding is not None else None
+    binary = None
+    if bundle is not None:
+        from ..binary import BinaryEmbedding
+
+        binary = BinaryEmbedding.load(bundle)
+    pool = MechanismPool(emb, binary, mechanisms=config.mechanisms, max_cached=config.max_cached)
+    for name, why in pool.unavailable.items():
+        click.echo(f"warning: {name} is not offered: {why}", err=True)
+    if preload:
+        pool.embedding()
+        if "brr" in pool.names:
+            pool.binary_embedding()
+    app = create_app(config, pool=pool)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"deniable serve: http://{shown}:{port}/ (mechanisms: {', '.join(pool.names)}; API key {'required' if api_key else 'off'})", err=True)
+    sys.stderr.flush()
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")

@@ -1,0 +1,83 @@
+"""Settings of the HTTP service (no web framework imported here)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["ServiceConfig", "API_KEY_ENV", "SERVICE_PARAMS"]
+
+#: Environment variable read for the API key when ``--api-key`` is not given.
+API_KEY_ENV = "DENIABLE_API_KEY"
+
+#: Mechanism parameters a request may set, per mechanism. Everything else (index kinds, code
+#: lengths, neighbour counts, cache folders) is the operator's choice, not the caller's: those
+#: would let one request trigger minutes of pre-processing or touch the server's files.
+SERVICE_PARAMS: dict[str, tuple[str, ...]] = {
+    "madlib": (),
+    "mahalanobis": ("lam",),
+    "tem": ("beta",),
+    "brr": (),
+}
+
+
+@dataclass
+class ServiceConfig:
+    """What ``deniable serve`` exposes and the limits it enforces on every request.
+
+    Parameters
+    ----------
+    api_key
+        When set, every route except ``/healthz`` and the static explorer page requires it in the
+        ``X-API-Key`` header (or ``Authorization: Bearer KEY``).
+    mechanisms
+        Mechanisms offered (default: all four).
+    max_body_bytes
+        Largest request body accepted; a larger one gets 413 before it is parsed.
+    max_texts
+        Most texts in one ``/v1/privatize`` call.
+    max_text_chars
+        Longest text accepted (characters).
+    max_total_chars
+        Most characters over all texts of one call.
+    min_epsilon, max_epsilon
+        Range of ε a request may ask for (mechanisms add their own checks).
+    max_cached
+        Mechanism instances kept (least recently used dropped); each distinct
+        (mechanism, parameters, ε) is built once and shared across requests.
+    secure
+        Draw noise from ChaCha20 keyed from :mod:`secrets` (``rng="secure"``, needs the
+        ``secure`` extra) when a request gives no seed.
+    allow_seed
+        Accept the ``seed`` field (reproducible, therefore predictable output).
+    page
+        Serve the ε explorer page at ``/`` and its static files under ``/static``.
+    """
+
+    api_key: str | None = None
+    mechanisms: tuple[str, ...] = ("madlib", "mahalanobis", "tem", "brr")
+    max_body_bytes: int = 1 << 20
+    max_texts: int = 256
+    max_text_chars: int = 20_000
+    max_total_chars: int = 200_000
+    min_epsilon: float = 1e-3
+    max_epsilon: float = 1e4
+    max_cached: int = 32
+    secure: bool = False
+    allow_seed: bool = True
+    page: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_texts", "max_text_chars", "max_total_chars", "max_cached"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        lo, hi = float(self.min_epsilon), float(self.max_epsilon)
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
+            raise ValueError(f"need 0 < min_epsilon <= max_epsilon (finite), got {self.min_epsilon!r} and {self.max_epsilon!r}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key) < 8):
+            raise ValueError("api_key must be a string of at least 8 characters")
+        self.mechanisms = tuple(self.mechanisms)
+        if not self.mechanisms:
+            raise ValueError("mechanisms must name at least one mechanism")

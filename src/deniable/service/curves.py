@@ -1,0 +1,108 @@
+"""N_w against ε for the explorer's plot: the median word and the worst measured word.
+
+N_w = Pr[M(w) = w], the probability that a word is released unchanged (Madlib paper §3.2). The
+curve comes from the calibration data shipped with deniable where this installation has it
+(``deniable.calibration`` exposing ``nw_curve``), else from a quick estimate computed once per
+(mechanism, parameters) and cached: :func:`deniable.calibration.plausible_deniability` on a small
+density-stratified sample of words (exact probabilities where the mechanism has them, else a few
+dozen draws per word), so the "worst" is the worst *measured* word, not a vocabulary-wide bound.
+The response says which (``source``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EPSILON_GRIDS", "CurveCache", "estimate_curve"]
+
+#: ε values of the plot, per mechanism: where each goes from "almost every word replaced" to
+#: "almost every word kept" on the bundled 300-d embedding (BRR's ε is per bit of 256).
+EPSILON_GRIDS: dict[str, tuple[float, ...]] = {
+    "madlib": (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0),
+    "mahalanobis": (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0),
+    "tem": (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0),
+    "brr": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0),
+}
+DEFAULT_GRID = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+
+
+def _shipped(name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """The calibration data's curve, when the installed deniable ships one (else None)."""
+    try:
+        from .. import calibration
+    except ImportError:  # pragma: no cover
+        return None
+    fn = getattr(calibration, "nw_curve", None)
+    if not callable(fn):
+        return None
+    try:
+        data = fn(name, **params)
+    except (KeyError, LookupError, ValueError, TypeError, NotImplementedError, OSError):
+        return None
+    if not data:
+        return None
+    data = dict(data)
+    data.setdefault("source", "calibration data shipped with deniable")
+    return data
+
+
+def estimate_curve(pool: Any, name: str, params: dict[str, Any], *, words: int = 12, draws: int = 48, rng: int = 0) -> dict[str, Any]:
+    """Quick N_w-vs-ε estimate on ``words`` stratified words (``draws`` samples each where the
+    mechanism has no exact probabilities); deterministic for a given ``rng``."""
+    from ..calibration import plausible_deniability, select_words
+
+    grid = EPSILON_GRIDS.get(name, DEFAULT_GRID)
+    first = pool.get(name, params, epsilon=grid[0])
+    ids = select_words(first, min(words, first.n_words), rng=rng)
+    median, worst, worst_word, exact = [], [], [], True
+    for i, eps in enumerate(grid):
+        mech = pool.get(name, params, epsilon=eps)
+        res = plausible_deniability(mech, ids, draws=draws, rng=rng + i)
+        n = np.asarray(res.n_w, dtype=np.float64)
+        median.append(float(np.median(n)))
+        j = int(np.argmax(n))
+        worst.append(float(n[j]))
+        worst_word.append(str(res.word[j]))
+        exact = exact and res.method == "exact"
+    how = "exact probabilities" if exact else f"{draws} draws per word"
+    return {
+        "mechanism": name,
+        "params": dict(params),
+        "epsilons": list(grid),
+        "median": median,
+        "worst": worst,
+        "worst_word": worst_word,
+        "words": int(len(ids)),
+        "exact": exact,
+        "source": f"quick estimate: {len(ids)} density-stratified words, {how}; worst = worst measured word",
+    }
+
+
+class CurveCache:
+    """One curve per (mechanism, parameters), computed once (thread-safe)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self._lock = threading.Lock()
+        self._curves: dict[tuple, dict[str, Any]] = {}
+        self._locks: dict[tuple, threading.Lock] = {}
+
+    def get(self, name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        params = dict(params or {})
+        self.pool.check(name, params)
+        key = (name, tuple(sorted((k, repr(v)) for k, v in params.items())))
+        with self._lock:
+            if key in self._curves:
+                return self._curves[key]
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                if key in self._curves:
+                    return self._curves[key]
+            curve = _shipped(name, params) or estimate_curve(self.pool, name, params)
+            with self._lock:
+                self._curves[key] = curve
+            return curve

@@ -1,0 +1,263 @@
+"""Mechanisms built once and shared across requests, and privatization with per-word detail.
+
+Nothing here imports a web framework: the pool and :func:`privatize_detailed` are plain library
+code that the FastAPI app (:mod:`deniable.service.app`) calls from its worker threads.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from .._rng import RNGLike, as_generator
+from ..text.privatize import privatize_texts
+from ..text.tokenize import lookup_key, word_pattern
+from .config import SERVICE_PARAMS
+
+__all__ = ["MechanismPool", "PoolError", "privatize_detailed", "supports_targets"]
+
+
+class PoolError(ValueError):
+    """A request names something the pool cannot build (``code`` says what, for the JSON error)."""
+
+    def __init__(self, message: str, *, code: str = "invalid_parameters") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def supports_targets() -> bool:
+    """Whether this installation can pick ε from a privacy target (``get_mechanism(max_n_w=...)``,
+    the calibration work); the service degrades to ε-only requests when it cannot."""
+    from ..mechanisms.registry import get_mechanism
+
+    try:
+        sig = inspect.signature(get_mechanism)
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+    return "max_n_w" in sig.parameters
+
+
+def _freeze(params: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in params.items()))
+
+
+class MechanismPool:
+    """Thread-safe, bounded cache of mechanisms keyed by (name, parameters, ε or target).
+
+    The embedding (and BRR's binary codes) are loaded once; each distinct key is built once —
+    concurrent requests for a key being built wait for it instead of building it again — and
+    kept until ``max_cached`` newer keys push it out (least recently used first). Mechanisms are
+    read-only after construction (TEM's tables are built here, before sharing), so one instance
+    serves many threads.
+
+    Parameters
+    ----------
+    embedding
+        An :class:`~deniable.embeddings.Embedding`, or ``None`` for the bundled default.
+    binary_embedding
+        BRR's :class:`~deniable.binary.BinaryEmbedding`; ``None`` uses the prebuilt codes of the
+        bundled default embedding when ``embedding`` is ``None``, and leaves BRR unavailable
+        otherwise (binarizing a new embedding trains a model: do that offline with
+        ``deniable export brr``).
+    mechanisms
+        Names offered.
+    max_cached
+        Mechanism instances kept.
+    """
+
+    def __init__(
+        self,
+        embedding: Any = None,
+        binary_embedding: Any = None,
+        *,
+        mechanisms: Sequence[str] = ("madlib", "mahalanobis", "tem", "brr"),
+        max_cached: int = 32,
+    ) -> None:
+        from ..mechanisms.registry import available_mechanisms
+
+        known = available_mechanisms()
+        for name in mechanisms:
+            if name not in known:
+                raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(known)}")
+        self._embedding = embedding
+        self._binary = binary_embedding
+        self._default_vocab = embedding is None
+        self.names = tuple(n for n in mechanisms if n != "brr" or binary_embedding is not None or embedding is None)
+        self.unavailable = {n: "BRR needs binary codes: start the service with --bundle FILE (deniable export brr)" for n in mechanisms if n not in self.names}
+        self.max_cached = int(max_cached)
+        self._lock = threading.Lock()
+        self._vocab_lock = threading.Lock()
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._building: dict[tuple, threading.Event] = {}
+        self.builds = 0  # how many mechanisms were constructed (tests check sharing)
+
+    # -- vocabularies -------------------------------------------------------------------------
+    def embedding(self) -> Any:
+        with self._vocab_lock:
+            if self._embedding is None:
+                from ..embeddings import load_embedding
+
+                self._embedding = load_embedding()
+            return self._embedding
+
+    def binary_embedding(self) -> Any:
+        with self._vocab_lock:
+            if self._binary is None:
+                if not self._default_vocab:
+                    raise PoolError(self.unavailable.get("brr", "BRR is not available"), code="unavailable")
+                from ..binary import load_default_binary_embedding
+
+                self._binary = load_default_binary_embedding()
+            return self._binary
+
+    def vocabulary_for(self, name: str) -> Any:
+        return self.binary_embedding() if name == "brr" else self.embedding()
+
+    # -- mechanisms ---------------------------------------------------------------------------
+    def check(self, name: str, params: dict[str, Any]) -> None:
+        """Raise :class:`PoolError` for an unknown mechanism or a parameter callers may not set."""
+        if name not in self.names:
+            if name in self.unavailable:
+                raise PoolError(f"mechanism {name!r} is not available here: {self.unavailable[name]}", code="unavailable")
+            raise PoolError(f"unknown mechanism {name!r}; this service offers: {', '.join(self.names)}", code="unknown_mechanism")
+        allowed = SERVICE_PARAMS.get(name, ())
+        bad = sorted(set(params) - set(allowed))
+        if bad:
+            raise PoolError(f"parameter(s) {', '.join(bad)} cannot be set for {name}; allowed: {', '.join(allowed) or 'none'}")
+        for k, v in params.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise PoolError(f"parameter {k} of {name} must be a finite number, got {v!r}")
+
+    def get(self, name: str, params: dict[str, Any] | None = None, *, epsilon: float | None = None, max_n_w: float | None = None) -> Any:
+        """The shared mechanism for ``name`` with ``params`` at ``epsilon`` (or chosen for the
+        privacy target ``max_n_w``); built on first use. Raises :class:`PoolError` for bad input."""
+        params = dict(params or {})
+        self.check(name, params)
+        if (epsilon is None) == (max_n_w is None):
+            raise PoolError("give exactly one of epsilon and max_n_w")
+        key = (name, _freeze(params), "epsilon" if max_n_w is None else "max_n_w", float(epsilon if max_n_w is None else max_n_w))
+        while True:
+            with self._lock:
+                mech = self._cache.get(key)
+                if mech is not None:
+                    self._cache.move_to_end(key)
+                    return mech
+                event = self._building.get(key)
+                if event is None:
+                    event = self._building[key] = threading.Event()
+                    break
+            event.wait()  # another thread builds this key; then look again (it may have failed)
+        try:
+            mech = self._build(name, params, epsilon=epsilon, max_n_w=max_n_w)
+            with self._lock:
+                self._cache[key] = mech
+                self.builds += 1
+                while len(self._cache) > self.max_cached:
+                    self._cache.popitem(last=False)
+            return mech
+        finally:
+            with self._lock:
+                self._building.pop(key, None)
+            event.set()
+
+    def _build(self, name: str, params: dict[str, Any], *, epsilon: float | None, max_n_w: float | None) -> Any:
+        from ..errors import DataError
+        from ..mechanisms.registry import get_mechanism
+
+        vocab = self.vocabulary_for(name)
+        try:
+            if max_n_w is not None:
+                if not supports_targets():
+                    raise PoolError(
+                        "privacy targets (max_n_w) need the calibration data of a newer deniable; pass epsilon instead",
+                        code="target_unavailable",
+                    )
+                mech = get_mechanism(name, vocab, max_n_w=max_n_w, **params)
+            else:
+                mech = get_mechanism(name, vocab, epsilon=epsilon, **params)
+        except PoolError:
+            raise
+        except (TypeError, ValueError, NotImplementedError) as exc:
+            if isinstance(exc, DataError):
+                raise
+            raise PoolError(f"cannot build {name}: {exc}") from None
+        if hasattr(mech, "sampler_summary"):  # TEM: load the neighbour tables now, not under concurrent first use
+            mech.precompute()
+            mech.sampler_summary()
+        return mech
+
+    def cached_keys(self) -> list[tuple]:
+        with self._lock:
+            return list(self._cache)
+
+
+def _changed(word: str, out: str, lower: bool) -> bool:
+    return out == "" or lookup_key(out, lower=lower) != lookup_key(word, lower=lower)
+
+
+def privatize_detailed(
+    mechanism: Any,
+    texts: Sequence[str],
+    *,
+    rng: RNGLike = None,
+    oov: str = "unk",
+    case: str = "preserve",
+    segments: bool = False,
+) -> dict[str, Any]:
+    """Privatize ``texts`` and say which words changed.
+
+    The words of all texts go through :func:`deniable.text.privatize_texts` as one batch (one
+    ``sample_ids`` call, in order: the same output as privatizing the texts themselves with the
+    same ``rng``), which keeps every privacy rule (OOV words privatized as UNK or dropped, never
+    copied) in one place; this function only reassembles the texts around the separators and
+    counts. A word counts as changed when the output's lookup key differs from the input's (or it
+    was dropped).
+
+    Returns
+    -------
+    dict
+        ``texts`` (outputs), ``per_text`` (``words``, ``changed`` per text), ``words``,
+        ``unknown``, ``changed``, and with ``segments=True`` per text a list of
+        ``{"text", "word", "changed"}`` pieces of the output (separators have ``word`` false).
+    """
+    split = word_pattern().split
+    parts_list = [split(t) for t in texts]
+    words = [w for parts in parts_list for w in parts[1::2]]
+    stats: dict[str, int] = {}
+    new = privatize_texts(mechanism, words, rng=as_generator(rng), oov=oov, case=case, stats=stats) if words else []
+    lower = bool(getattr(mechanism.vocabulary, "uncased", False))
+    flags = [_changed(w, o, lower) for w, o in zip(words, new)]
+    out_texts: list[str] = []
+    per_text: list[dict[str, int]] = []
+    segs: list[list[dict[str, Any]]] = []
+    k = 0
+    for parts in parts_list:
+        n = len(parts) // 2
+        outs, fl = new[k : k + n], flags[k : k + n]
+        parts[1::2] = outs
+        out_texts.append("".join(parts))
+        per_text.append({"words": n, "changed": int(sum(fl))})
+        if segments:
+            seg: list[dict[str, Any]] = []
+            for i, piece in enumerate(parts):
+                if i % 2 == 0:
+                    if piece:
+                        seg.append({"text": piece, "word": False, "changed": False})
+                else:
+                    seg.append({"text": piece, "word": True, "changed": fl[i // 2]})
+            segs.append(seg)
+        k += n
+    result: dict[str, Any] = {
+        "texts": out_texts,
+        "per_text": per_text,
+        "words": len(words),
+        "unknown": int(stats.get("unknown", 0)),
+        "changed": int(sum(flags)),
+    }
+    if segments:
+        result["segments"] = segs
+    return result

@@ -1,0 +1,266 @@
+"""The HTTP API: privatization, errors as JSON 4xx, limits, API key, shared mechanisms."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from deniable import get_mechanism
+from deniable.brr_runtime import parse_bundle
+from deniable.service import MechanismPool, ServiceConfig
+from deniable.service.pool import supports_targets
+from deniable.text.privatize import privatize_texts
+
+from .conftest import WORDS
+
+TEXTS = ["Meet me at the station at noon.", "We will go to the park, tomorrow!", "zzqsecret name xq-17 and the river"]
+
+
+def _error(resp, status: int, code: str | None = None) -> dict:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    err = resp.json()["error"]
+    assert err["status"] == status and err["message"]
+    if code is not None:
+        assert err["code"] == code, err
+    return err
+
+
+def test_healthz(client):
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+
+
+def test_mechanisms_lists_offered_names_and_limits(client):
+    r = client.get("/v1/mechanisms")
+    assert r.status_code == 200
+    body = r.json()
+    assert [m["name"] for m in body["mechanisms"]] == ["madlib", "mahalanobis", "tem", "brr"]
+    assert body["limits"]["max_texts"] == ServiceConfig().max_texts
+    assert body["privacy_targets"] == supports_targets()
+    assert {m["name"]: m["params"] for m in body["mechanisms"]}["mahalanobis"] == ["lam"]
+
+
+@pytest.mark.parametrize("mechanism,epsilon", [("madlib", 5.0), ("mahalanobis", 5.0), ("tem", 3.0), ("brr", 0.5)])
+def test_privatize_matches_the_library_for_the_same_seed(client, vocab, mechanism, epsilon):
+    r = client.post("/v1/privatize", json={"texts": TEXTS, "mechanism": mechanism, "epsilon": epsilon, "seed": 7})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    mech = get_mechanism(mechanism, vocab[1] if mechanism == "brr" else vocab[0], epsilon=epsilon)
+    assert body["texts"] == privatize_texts(mech, TEXTS, rng=7)
+    assert body["epsilon"] == epsilon and body["mechanism"] == mechanism
+    assert body["guarantee"]["epsilon"] == epsilon and body["guarantee"]["metric"]
+    s = body["summary"]
+    assert s["words"] == sum(t["words"] for t in body["per_text"]) == 21
+    assert s["unknown"] == 5  # zzqsecret name xq 17 and
+    assert 0 <= s["changed"] <= s["words"] and s["changed_fraction"] == pytest.approx(s["changed"] / s["words"])
+    assert "segments" not in body
+
+
+def test_out_of_vocabulary_words_are_never_copied(client):
+    for oov in ("unk", "drop"):
+        r = client.post("/v1/privatize", json={"texts": TEXTS[2:] * 20, "epsilon": 50.0, "oov": oov, "details": True})
+        assert r.status_code == 200
+        for t in r.json()["texts"]:
+            for secret in ("zzqsecret", "name", "xq", "17", "and"):
+                assert secret not in t
+            assert set(w.lower() for w in t.replace("-", " ").split()) <= set(WORDS)
+
+
+def test_oov_keep_is_refused(client):
+    _error(client.post("/v1/privatize", json={"texts": ["a"], "epsilon": 1.0, "oov": "keep"}), 422, "invalid_request")
+
+
+def test_segments_rebuild_the_output_and_mark_changes(client):
+    r = client.post("/v1/privatize", json={"texts": TEXTS + ["", "  ...  "], "mechanism": "madlib", "epsilon": 8.0, "seed": 1, "details": True})
+    body = r.json()
+    for text, segs, per in zip(body["texts"], body["segments"], body["per_text"]):
+        assert "".join(s["text"] for s in segs) == text
+        assert sum(s["word"] for s in segs) == per["words"]
+        assert sum(s["changed"] for s in segs) == per["changed"]
+        assert not any(s["changed"] for s in segs if not s["word"])
+    assert body["texts"][3:] == ["", "  ...  "]
+    # very large epsilon: nothing in the vocabulary changes, every unknown word does
+    r = client.post("/v1/privatize", json={"texts": [TEXTS[2]], "epsilon": 9000.0, "seed": 1, "details": True}).json()
+    changed = [s["text"] for s in r["segments"][0] if s["changed"]]
+    assert len(changed) == 5 and r["summary"]["changed"] == 5
+
+
+def test_unseeded_requests_differ(client):
+    body = {"texts": ["the cat and the dog walk to the park " * 5], "mechanism": "brr", "epsilon": 0.2}
+    outs = {client.post("/v1/privatize", json=body).json()["texts"][0] for _ in range(4)}
+    assert len(outs) > 1
+
+
+@pytest.mark.parametrize(
+    "body,where",
+    [
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "laplace"}, "mechanism"),
+        ({"texts": ["a"], "epsilon": 0.0}, "epsilon"),
+        ({"texts": ["a"], "epsilon": -1.0}, "epsilon"),
+        ({"texts": ["a"], "epsilon": 1e9}, "epsilon"),
+        ({"texts": ["a"], "epsilon": "1"}, "epsilon"),
+        ({"texts": ["a"]}, "epsilon"),
+        ({"texts": ["a"], "epsilon": 1.0, "max_n_w": 0.5}, "epsilon"),
+        ({"texts": ["a"], "epsilon": 1.0, "max_n_w": 1.5}, "max_n_w"),
+        ({"texts": [1, 2], "epsilon": 1.0}, "texts"),
+        ({"texts": "a single string", "epsilon": 1.0}, "texts"),
+        ({"texts": [None], "epsilon": 1.0}, "texts"),
+        ({"texts": [], "epsilon": 1.0}, "texts"),
+        ({"epsilon": 1.0}, "texts"),
+        ({"texts": ["a"], "epsilon": 1.0, "seed": -3}, "seed"),
+        ({"texts": ["a"], "epsilon": 1.0, "seed": 2**70}, "seed"),
+        ({"texts": ["a"], "epsilon": 1.0, "unknown_field": 1}, "unknown_field"),
+        ({"texts": ["a"], "epsilon": 1.0, "params": {"lam": "x"}}, "params"),
+        ([1, 2, 3], "body"),
+        ("text", "body"),
+    ],
+)
+def test_bad_input_is_a_json_422_naming_the_field(client, body, where):
+    err = _error(client.post("/v1/privatize", json=body), 422, "invalid_request")
+    assert where in err["message"] or any(where in d["loc"] for d in err["details"]), err
+
+
+def test_nan_and_malformed_json(client):
+    for raw in ('{"texts": ["a"], "epsilon": NaN}', '{"texts": ["a"], "epsilon": Infinity}', '{"texts": ["a"', "", "\xff\xfe"):
+        r = client.post("/v1/privatize", content=raw.encode("latin-1"), headers={"content-type": "application/json"})
+        _error(r, 400 if r.status_code == 400 else 422)
+
+
+def test_lone_surrogate_is_refused(client):
+    raw = b'{"texts": ["a \\ud800 b"], "epsilon": 1.0}'
+    r = client.post("/v1/privatize", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code in (200, 422), r.text
+    if r.status_code == 200:  # the parser replaced it: the output must still be valid text
+        r.json()
+
+
+@pytest.mark.parametrize(
+    "body,code,fragment",
+    [
+        ({"texts": ["a"], "epsilon": 1.0, "params": {"index": 1}}, "invalid_request", "index"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "mahalanobis", "params": {"lam": 5.0}}, "invalid_request", "lam"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"beta": 2.0}}, "invalid_request", "beta"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "madlib", "params": {"lam": 0.5}}, "invalid_parameters", "lam"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "brr", "params": {"beta": 0.5}}, "invalid_parameters", "beta"),
+    ],
+)
+def test_parameters_are_whitelisted_and_validated(client, body, code, fragment):
+    err = _error(client.post("/v1/privatize", json=body), 422, code)
+    assert fragment in err["message"]
+
+
+def test_mahalanobis_lam_is_accepted(client):
+    r = client.post("/v1/privatize", json={"texts": ["the cat"], "mechanism": "mahalanobis", "epsilon": 3.0, "params": {"lam": 0.2}, "seed": 0})
+    assert r.status_code == 200 and r.json()["params"] == {"lam": 0.2}
+
+
+def test_privacy_target(client):
+    r = client.post("/v1/privatize", json={"texts": ["the cat"], "max_n_w": 0.5})
+    if supports_targets():
+        assert r.status_code == 200 and r.json()["max_n_w"] == 0.5
+    else:
+        _error(r, 422, "target_unavailable")
+
+
+def test_batch_and_size_limits(make_client):
+    c = make_client(max_texts=3, max_text_chars=50, max_total_chars=80, max_body_bytes=2000)
+    ok = {"texts": ["the cat"] * 3, "epsilon": 1.0}
+    assert c.post("/v1/privatize", json=ok).status_code == 200
+    _error(c.post("/v1/privatize", json={"texts": ["a"] * 4, "epsilon": 1.0}), 422, "invalid_request")
+    _error(c.post("/v1/privatize", json={"texts": ["a" * 51], "epsilon": 1.0}), 422, "invalid_request")
+    err = _error(c.post("/v1/privatize", json={"texts": ["a" * 40, "b" * 41], "epsilon": 1.0}), 422, "invalid_request")
+    assert "81 characters" in err["message"]
+    _error(c.post("/v1/privatize", json={"texts": ["a" * 3000], "epsilon": 1.0}), 413, "body_too_large")
+
+    def chunks():  # no Content-Length: the bytes are counted as they arrive
+        yield b'{"texts": ["'
+        for _ in range(50):
+            yield b"a" * 100
+        yield b'"], "epsilon": 1.0}'
+
+    _error(c.post("/v1/privatize", content=chunks(), headers={"content-type": "application/json"}), 413, "body_too_large")
+    spec = c.get("/openapi.json").json()
+    req = spec["components"]["schemas"]["PrivatizeRequest"]["properties"]["texts"]
+    assert req["maxItems"] == 3 and req["items"]["maxLength"] == 50
+
+
+def test_api_key(make_client, monkeypatch):
+    c = make_client(api_key="s3cret-key-123")
+    body = {"texts": ["the cat"], "epsilon": 1.0}
+    assert c.get("/healthz").status_code == 200
+    for path in ("/v1/mechanisms", "/openapi.json", "/docs", "/v1/bundles/brr", "/v1/curves/brr"):
+        _error(c.get(path), 401, "unauthorized")
+        _error(c.get(path, headers={"X-API-Key": "wrong-key-456"}), 401, "unauthorized")
+    _error(c.post("/v1/privatize", json=body), 401, "unauthorized")
+    assert c.post("/v1/privatize", json=body, headers={"X-API-Key": "s3cret-key-123"}).status_code == 200
+    assert c.post("/v1/privatize", json=body, headers={"Authorization": "Bearer s3cret-key-123"}).status_code == 200
+    assert c.get("/openapi.json", headers={"X-API-Key": "s3cret-key-123"}).status_code == 200
+    assert c.get("/").status_code == 200  # the static page holds no data; its API calls need the key
+
+
+def test_unknown_route_and_method_are_json(client):
+    _error(client.get("/v1/nothing"), 404, "not_found")
+    _error(client.get("/v1/privatize"), 405, "method_not_allowed")
+    _error(client.get("/v1/curves/laplace"), 422, "invalid_request")
+
+
+def test_mechanisms_are_built_once_and_shared(vocab):
+    pool = MechanismPool(vocab[0], vocab[1], max_cached=2)
+    got: list = []
+    barrier = threading.Barrier(8)
+
+    def worker():
+        barrier.wait()
+        got.append(pool.get("madlib", {}, epsilon=3.0))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert pool.builds == 1 and all(m is got[0] for m in got)
+    pool.get("madlib", {}, epsilon=4.0)
+    pool.get("madlib", {}, epsilon=3.0)  # recently used: kept
+    pool.get("brr", {}, epsilon=1.0)  # evicts epsilon=4
+    assert pool.builds == 3 and len(pool.cached_keys()) == 2
+    assert pool.get("madlib", {}, epsilon=3.0) is got[0]
+    pool.get("madlib", {}, epsilon=4.0)
+    assert pool.builds == 4
+
+
+def test_requests_share_the_pool(make_client):
+    c = make_client()
+    pool = c.app.state.pool
+    for _ in range(3):
+        assert c.post("/v1/privatize", json={"texts": ["the cat"], "epsilon": 2.0}).status_code == 200
+    assert pool.builds == 1
+
+
+def test_bundle_endpoint_serves_the_brr_codes(client, vocab):
+    r = client.get("/v1/bundles/brr")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/octet-stream"
+    parsed = parse_bundle(r.content)
+    assert parsed["words"] == WORDS
+    assert np.array_equal(parsed["codes"], vocab[1].codes)
+
+
+def test_curve_endpoint(client):
+    r = client.get("/v1/curves/brr")
+    assert r.status_code == 200, r.text
+    c = r.json()
+    assert len(c["epsilons"]) == len(c["median"]) == len(c["worst"]) >= 5
+    assert all(0 <= m <= w <= 1 for m, w in zip(c["median"], c["worst"]))
+    assert c["median"][-1] >= c["median"][0]  # more epsilon, more words kept
+    assert c["source"]
+
+
+def test_openapi_documents_the_routes(client):
+    spec = client.get("/openapi.json").json()
+    assert {"/v1/privatize", "/v1/mechanisms", "/healthz"} <= set(spec["paths"])
+    responses = spec["paths"]["/v1/privatize"]["post"]["responses"]
+    assert {"200", "413", "422"} <= set(responses)
+    json.dumps(spec)

@@ -19,6 +19,7 @@ _REGISTRY: dict[str, Any] = {
     "santext_plus": "deniable.mechanisms.santext:SanTextPlus",
     "custext": "deniable.mechanisms.custext:CusText",
     "vickrey": "deniable.mechanisms.vickrey:Vickrey",
+    "diffractor": "deniable.mechanisms.diffractor:Diffractor",
 }
 
 

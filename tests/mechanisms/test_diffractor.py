@@ -1,0 +1,169 @@
+"""1-Diffractor: word lists against a brute-force chain, closed form against brute-force sums,
+the metric-DP inequality on all pairs (max over lists of position distance), exact sampling
+(chi-square, with a control that must fail) for geometric and TEM noise, one and two lists."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from deniable import Embedding, get_mechanism
+from deniable.mechanisms.diffractor import Diffractor, greedy_word_list
+
+N_DRAWS = 100_000
+P_MIN = 1e-4
+
+
+def make_embedding(n: int = 30, dim: int = 4, seed: int = 3) -> Embedding:
+    rng = np.random.default_rng(seed)
+    return Embedding([f"w{i}" for i in range(n)], rng.standard_normal((n, dim)).astype(np.float32))
+
+
+def brute_chain(X: np.ndarray, metric: str) -> list[int]:
+    X = X.astype(np.float64)
+
+    def d(a, b):
+        if metric == "euclidean":
+            return float(np.sqrt(((X[a] - X[b]) ** 2).sum()))
+        u, v = X[a] / np.linalg.norm(X[a]), X[b] / np.linalg.norm(X[b])
+        return 2 * math.atan2(np.linalg.norm(u - v), np.linalg.norm(u + v))
+
+    order, free = [0], set(range(1, len(X)))
+    while free:
+        nxt = min(free, key=lambda j: (d(order[-1], j), j))
+        order.append(nxt)
+        free.remove(nxt)
+    return order
+
+
+def brute_position_probs(i: int, V: int, eps: float, noise: str, gamma: float) -> np.ndarray:
+    p = np.zeros(V)
+    if noise == "geometric":
+        a = math.exp(-eps)
+        for k in range(-V - 60, V + 61):  # tail beyond is below 1e-20 for the eps used here
+            p[min(max(i + k, 0), V - 1)] += (1 - a) / (1 + a) * a ** abs(k)
+        return p
+    w = np.array([math.exp(-eps / 2 * min(abs(j - i), gamma)) for j in range(V)])
+    return w / w.sum()
+
+
+def chi2_pvalue(samples: np.ndarray, p: np.ndarray) -> float:
+    obs = np.bincount(samples, minlength=p.size).astype(float)
+    assert obs[p == 0].sum() == 0
+    exp = p * samples.size
+    small = exp < 5
+    o = np.r_[obs[~small], obs[small].sum()]
+    e = np.r_[exp[~small], exp[small].sum()]
+    keep = e > 0
+    return float(stats.chisquare(o[keep], e[keep] * o[keep].sum() / e[keep].sum()).pvalue)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "angular"])
+@pytest.mark.parametrize("k", [2, 128])
+def test_word_list_is_the_greedy_chain(metric: str, k: int) -> None:
+    emb = make_embedding()
+    np.testing.assert_array_equal(greedy_word_list(emb, metric, k=k, cache_dir=False), brute_chain(emb.vectors, metric))
+
+
+CASES = [("geometric", 0.4, None), ("geometric", 2.0, None), ("tem", 1.0, None), ("tem", 1.5, 4.0)]
+
+
+@pytest.mark.parametrize("noise,eps,gamma", CASES)
+@pytest.mark.parametrize("metrics", [("euclidean",), ("euclidean", "angular")])
+def test_closed_form_metric_dp_and_sampler(noise: str, eps: float, gamma, metrics) -> None:
+    emb = make_embedding()
+    mech = Diffractor(emb, epsilon=eps, noise=noise, gamma=gamma, metrics=metrics, cache_dir=False)
+    V = len(emb)
+    orders = [brute_chain(emb.vectors, m) for m in metrics]
+    mean = emb.vectors.astype(np.float64).mean(axis=0)
+    rows = list(range(V)) + [-1]
+    P, POS = {}, {}
+    for w in rows:
+        p = np.zeros(V)
+        POS[w] = []
+        for m, order in zip(metrics, orders):
+            if w == -1:
+                if m == "euclidean":
+                    near = int(np.argmin(np.linalg.norm(emb.vectors - mean.astype(np.float32), axis=1)))
+                else:
+                    X = emb.vectors.astype(np.float64)
+                    near = int(np.argmax((X @ mean) / np.linalg.norm(X, axis=1)))
+                i = order.index(near)
+            else:
+                i = order.index(w)
+            POS[w].append(i)
+            pp = brute_position_probs(i, V, eps, noise, mech.gamma)
+            p[order] += pp
+        P[w] = p / len(metrics)
+        np.testing.assert_allclose(mech.probabilities(w), P[w], rtol=1e-9, atol=1e-300)
+    for a in rows:
+        for b in rows:
+            d = mech.distance(np.array([a]), np.array([b]))[0]
+            assert d == max(abs(x - y) for x, y in zip(POS[a], POS[b]))
+            assert np.all(P[a] <= np.exp(eps * d) * P[b] * (1 + 1e-9))
+    words = [0, 17, V - 1, -1]
+    out = mech.sample_ids(np.repeat(words, N_DRAWS), rng=9).reshape(len(words), N_DRAWS)
+    for j, w in enumerate(words):
+        assert chi2_pvalue(out[j], P[w]) > P_MIN, (noise, eps, w)
+
+
+def test_metric_dp_check_has_teeth_and_sampler_control_fails() -> None:
+    emb = make_embedding()
+    mech = Diffractor(emb, epsilon=1.0, cache_dir=False)
+    # the one-list bound fails for a distance that ignores a second list
+    two = Diffractor(emb, epsilon=1.0, metrics=("euclidean", "angular"), cache_dir=False)
+    pos = np.array([two.positions(w) for w in range(30)])
+    a, b = np.unravel_index(np.argmax(np.abs(pos[:, None, 1] - pos[None, :, 1]) - np.abs(pos[:, None, 0] - pos[None, :, 0])), (30, 30))
+    d_first = abs(pos[a, 0] - pos[b, 0])
+    assert not np.all(two.probabilities(int(a)) <= np.exp(1.0 * d_first) * two.probabilities(int(b)) * (1 + 1e-9))
+    # wrong epsilon is detected by the frequency test
+    out = mech.sample_ids(np.full(N_DRAWS, 12), rng=1)
+    assert chi2_pvalue(out, Diffractor(emb, epsilon=1.15, cache_dir=False).probabilities(12)) < 1e-6
+
+
+def test_edges_and_interface(tmp_path) -> None:
+    emb = make_embedding()
+    huge = Diffractor(emb, epsilon=50.0, cache_dir=False)
+    np.testing.assert_array_equal(huge.sample_ids(np.arange(30), rng=0), np.arange(30))
+    tiny = Diffractor(emb, epsilon=1e-9, noise="tem", cache_dir=False)
+    np.testing.assert_allclose(tiny.probabilities(4), 1 / 30, rtol=1e-6)
+    one = Diffractor(Embedding(["a"], np.ones((1, 2), np.float32)), epsilon=1.0, cache_dir=False)
+    np.testing.assert_array_equal(one.sample_ids([0, -1], rng=0), [0, 0])
+    m = get_mechanism("diffractor", emb, epsilon=2.0, metrics=["euclidean", "angular"], cache_dir=tmp_path)
+    out = m.sample_ids(np.array([[0, -1], [3, 29]]), rng=0)
+    assert out.shape == (2, 2) and ((out >= 0) & (out < 30)).all()
+    assert len(m.cache_files) == 2 and all(p.exists() for p in m.cache_files)
+    assert "position" in m.guarantee.metric and "UNK" in m.guarantee.domain and "noise='geometric'" in repr(m)
+    assert "zzz" not in m.privatize("w1 zzz", rng=0)
+    for kwargs, exc in [
+        (dict(noise="laplace"), ValueError),
+        (dict(metrics=[]), TypeError),
+        (dict(metrics=["cosine"]), ValueError),
+        (dict(metrics=["euclidean", "euclidean"]), ValueError),
+        (dict(gamma=-1.0), ValueError),
+        (dict(beta=0.0), ValueError),
+        (dict(cache_dir=5), TypeError),
+    ]:
+        with pytest.raises(exc):
+            Diffractor(emb, epsilon=1.0, **kwargs)
+
+
+def test_cli_params(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from deniable.cli.main import cli
+
+    emb = make_embedding()
+    vec = tmp_path / "emb.txt"
+    vec.write_text("\n".join(w + " " + " ".join(f"{x:.6f}" for x in v) for w, v in zip(emb.words, emb.vectors)) + "\n")
+    src = tmp_path / "in.txt"
+    src.write_text("w1 w2 qqq\n")
+    out = tmp_path / "out.txt"
+    res = CliRunner().invoke(
+        cli, ["privatize", str(src), "-o", str(out), "-m", "diffractor", "-e", "1", "--embedding", str(vec), "--param", "noise=tem", "--param", 'metrics=["euclidean","angular"]', "--seed", "1"]
+    )
+    assert res.exit_code == 0, res.output
+    assert len(out.read_text().split()) == 3 and "qqq" not in out.read_text()

@@ -78,16 +78,16 @@ class ExponentialSampler:
     a
         The exponent's scale (ε/2 for the exponential mechanism with sensitivity d).
     gamma
-        Truncation γ (``inf``: none).
+        Truncation γ (``inf``: none), a number or one value per row.
     metric
         The metric of ``nb`` (name or callable), for the distances of uniform proposals.
     """
 
-    def __init__(self, points: Any, targets: np.ndarray, nb: Neighborhoods, a: float, gamma: float, metric: str | Callable[..., np.ndarray]) -> None:
+    def __init__(self, points: Any, targets: np.ndarray, nb: Neighborhoods, a: float, gamma: float | np.ndarray, metric: str | Callable[..., np.ndarray]) -> None:
         self.points = points
         self.targets = targets
         self.a = float(a)
-        self.gamma = float(gamma)
+        self.gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (nb.n_rows,))
         self.metric = metric
         self.V = int(targets.shape[0])
         self.tables = self._build(nb)
@@ -99,12 +99,12 @@ class ExponentialSampler:
         row_of = np.repeat(np.arange(R), sizes)
         env = np.minimum(nb.bound, g)
         complete = nb.bound >= g
-        keep = np.flatnonzero(nb.distances <= g)  # a prefix of each (sorted) row
+        keep = np.flatnonzero(nb.distances <= g[row_of])  # a prefix of each (sorted) row
         count = np.bincount(row_of[keep], minlength=R).astype(np.int64)
         ids = nb.indices[keep].astype(np.int32, copy=False)
         d = nb.distances[keep]
         r = row_of[keep]
-        first = np.full(R, g)
+        first = g.copy()
         has = count > 0
         first[has] = nb.distances[nb.indptr[:-1][has]]
         shift = a * np.minimum(first, g)
@@ -167,7 +167,7 @@ class ExponentialSampler:
             if check.size:
                 rc = ru[check]
                 d = row_distances(self.points, self.targets, rc, y[check], self.metric)
-                log_ratio = np.minimum(-a * (np.minimum(d, g) - T.env[rc]), 0.0)
+                log_ratio = np.minimum(-a * (np.minimum(d, g[rc]) - T.env[rc]), 0.0)
                 accept[check] = rng.random(check.size) < np.exp(log_ratio)
             out[tok[accept]] = y[accept]
             pending = tok[~accept]

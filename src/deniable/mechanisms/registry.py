@@ -20,6 +20,7 @@ _REGISTRY: dict[str, Any] = {
     "custext": "deniable.mechanisms.custext:CusText",
     "vickrey": "deniable.mechanisms.vickrey:Vickrey",
     "diffractor": "deniable.mechanisms.diffractor:Diffractor",
+    "truncated_gumbel": "deniable.mechanisms.truncated_gumbel:TruncatedGumbel",
 }
 
 

@@ -24,6 +24,15 @@ from .calibration import equivalent_epsilon, plausible_deniability, select_epsil
 # `import deniable` light and lets `python -m deniable.brr_runtime` run without a RuntimeWarning
 # (runpy warns when the package has already imported the module it is asked to run).
 _LAZY = {"BRR": "deniable.mechanisms.brr", "BinaryEmbedding": "deniable.binary", "binarize": "deniable.binary"}
+# the mechanisms users compare with (issue 13), also loaded on first use
+_LAZY.update(
+    SanText="deniable.mechanisms.santext",
+    SanTextPlus="deniable.mechanisms.santext",
+    CusText="deniable.mechanisms.custext",
+    Vickrey="deniable.mechanisms.vickrey",
+    TruncatedGumbel="deniable.mechanisms.truncated_gumbel",
+    Diffractor="deniable.mechanisms.diffractor",
+)
 
 
 def __getattr__(name: str):
@@ -51,6 +60,12 @@ __all__ = [
     "Mahalanobis",
     "TEM",
     "BRR",
+    "SanText",
+    "SanTextPlus",
+    "CusText",
+    "Vickrey",
+    "TruncatedGumbel",
+    "Diffractor",
     "BinaryEmbedding",
     "binarize",
     "plausible_deniability",

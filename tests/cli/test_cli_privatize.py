@@ -238,3 +238,144 @@ def test_stray_errors_and_warnings_are_one_line(tmp_path, capfd):
     assert p.returncode == 0
     assert p.stderr.startswith("warning: ") and "duplicate" in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+# -- issue 14: long records, exact JSONL copies, progress ------------------------------------
+
+
+def _long_text(n_words: int, seed: int = 0) -> str:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    vocab = load_embedding().words[:2000]  # the tests run with --limit 2000
+    seps = [" ", " ", " ", ", ", ". ", " — ", "、", "\t", " (", ") ", "!"]
+    words = rng.choice(vocab, n_words)
+    cuts = rng.choice(seps, n_words)
+    return "".join(f"{w}{s}" for w, s in zip(words.tolist(), cuts.tolist())) + "end"
+
+
+@pytest.mark.parametrize("fmt", ["txt", "jsonl", "csv"])
+def test_long_record_in_pieces_gives_identical_output(tmp_path, monkeypatch, fmt):
+    """A record far longer than a piece: reading and privatizing it in pieces writes the same
+    output, for the same seed, as processing it whole; and no word is cut (at epsilon=1e6 Madlib
+    returns each vocabulary word itself, so the output equals the input)."""
+    import deniable.cli.privatize as cli_privatize
+
+    text = _long_text(12_000)
+    src = tmp_path / f"in.{fmt}"
+    if fmt == "txt":
+        src.write_text("short line\n" + text + "\nlast\n", encoding="utf-8")
+    elif fmt == "jsonl":
+        src.write_text(json.dumps({"id": 1, "text": "short"}) + "\n" + json.dumps({"text": text, "n": 2}, ensure_ascii=False) + "\n", encoding="utf-8")
+    else:
+        src.write_text("id,text\n1,short\n2," + '"' + text.replace('"', '""') + '"\n', encoding="utf-8")
+    outputs = {}
+    for piece in (4096, 10**9):
+        monkeypatch.setattr(cli_privatize, "_PIECE_CHARS", piece)
+        for eps in ("3", "1e6"):
+            out = tmp_path / f"out-{piece}-{eps}.{fmt}"
+            r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", eps, "--seed", "7", "--case", "lower", "--limit", "2000")
+            assert r.exit_code == 0, r.output
+            outputs[piece, eps] = out.read_text(encoding="utf-8")
+    assert outputs[4096, "3"] == outputs[10**9, "3"]
+    assert outputs[4096, "1e6"] == outputs[10**9, "1e6"]
+    if fmt == "txt":
+        assert outputs[4096, "1e6"] == src.read_text(encoding="utf-8")
+    elif fmt == "jsonl":
+        assert json.loads(outputs[4096, "1e6"].splitlines()[1])["text"] == text
+    else:
+        rows = list(csv.reader(outputs[4096, "1e6"].splitlines(keepends=True)))
+        assert rows[0] == ["id", "text"] and rows[2][1] == text
+
+
+@pytest.mark.slow
+def test_fifty_megabyte_line_runs_in_bounded_memory(tmp_path):
+    """Peak RSS (measured by the kernel, via getrusage in a wrapper process) of privatizing one
+    50 MB line stays within 150 MB of the same command on a one-line input (issue 14: 3.36 GB)."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = [f"wordnumber{i:04d}" for i in range(50)]
+    emb = tmp_path / "emb.txt"
+    emb.write_text("".join(w + " " + " ".join(f"{x:.3f}" for x in rng.random(4)) + "\n" for w in words))
+    unit = " ".join(words) + ", "
+    big = tmp_path / "big.txt"
+    big.write_text(unit * (50_000_000 // len(unit)) + "\n")
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("wordnumber0001 x\n")
+    wrapper = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    peak = {}
+    for name in ("tiny", "big"):
+        cmd = [sys.executable, "-c", "from deniable.cli.main import main; main()", "privatize", str(tmp_path / f"{name}.txt"), "-m", "madlib"]
+        cmd += ["-e", "10", "--embedding", str(emb), "-o", str(tmp_path / f"{name}.out"), "--seed", "0"]
+        r = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, check=True)
+        peak[name] = int(r.stdout) / 1024  # MiB (Linux reports KiB)
+    assert (tmp_path / "big.out").stat().st_size > 45_000_000
+    assert peak["big"] - peak["tiny"] < 150, peak
+
+
+def test_jsonl_other_fields_keep_their_exact_text(tmp_path):
+    """Fields other than the column come out byte for byte: huge and precise numbers, escapes
+    (a lone surrogate included), nesting, order and spacing (issue 14: 1e400 became Infinity and
+    \\udfff aborted)."""
+    line = '{"id": 1e400,  "big":123456789012345678901234567890123, "f": 0.1000000000000000055511151231257827, "s": "\\udfff \\u00e9", "text": "the cat", "z": [1.50, {"a": -0.0}, null, true]}'
+    src = tmp_path / "in.jsonl"
+    src.write_text(line + "\n" + '{"text": "dog"}' + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "1e6", "--seed", "0")
+    assert r.exit_code == 0, r.output
+    got = out.read_text(encoding="utf-8").splitlines()
+    assert got[0] == line and got[1] == '{"text": "dog"}'
+    from decimal import Decimal
+
+    parsed = json.loads(got[0], parse_float=Decimal)  # valid JSON, exact values
+    assert parsed["id"] == Decimal("1e400") and parsed["s"] == "\udfff \u00e9"
+
+
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ('{"text": "a", "n": NaN}', r"in\.jsonl:2: invalid JSON: NaN is not valid JSON"),
+        ('{"text": "a", "n": -Infinity}', r"in\.jsonl:2: invalid JSON: -Infinity is not valid JSON"),
+        ('{"text": "a", "text": "b"}', r"in\.jsonl:2: field 'text' appears twice"),
+        ('{"text": "a" "b"}', r"in\.jsonl:2: invalid JSON \(expecting ',' or '}' at column 14\)"),
+        ('{"text": "a"} x', r"in\.jsonl:2: invalid JSON \(extra data"),
+        ('{"text": 5}', r"in\.jsonl:2: field 'text' is a number, expected a string"),
+        ('["text"]', r"in\.jsonl:2: expected a JSON object per line, got an array"),
+        ('{"text": "\\ud800 x", "n": [' + "[" * 100000 + "]", r"in\.jsonl:2: invalid JSON"),
+    ],
+)
+def test_jsonl_unrepresentable_input_is_one_line_with_file_and_line(tmp_path, line, message):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "ok"}\n' + line + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "1")
+    assert r.exit_code == 1 and not out.exists()
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err
+
+
+def test_jsonl_kept_lone_surrogate_is_escaped(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "the \\udfffx cat"}\n', encoding="utf-8")
+    r = run("privatize", str(src), "-m", "madlib", "-e", "1e6", "--oov", "keep", "--seed", "0")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["text"] == "the \udfffx cat" and "\\udfff" in r.stdout
+
+
+def test_progress_counts_records_from_the_first_batch(tmp_path):
+    """The bar moves while a small file is processed (issue 14: a 152 kB file sat at 0 %): it is
+    refreshed after every batch, the first ones a few KiB, and shows records and elapsed time."""
+    src = tmp_path / "in.txt"
+    src.write_text("the cat sat on the mat with a hat\n" * 4000)  # 136 kB
+    r = run("privatize", str(src), "-o", str(tmp_path / "out.txt"), "-m", "madlib", "-e", "10", "--seed", "0", "--progress", "--limit", "500")
+    assert r.exit_code == 0, r.output
+    counts = [int(m) for m in re.findall(r"(\d+) records", r.stderr)]
+    assert len(counts) >= 3 and counts == sorted(counts) and counts[0] < 500 and counts[-1] == 4000, counts
+    assert re.search(r"\d\d:\d\d", r.stderr)  # elapsed time

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import inspect
 import json
 import math
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +14,11 @@ import numpy as np
 
 from .._rng import as_generator
 from ..errors import DataError
+from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
-from ._io import atomic_output, decode_line, input_size, open_input, progress
+from ._io import atomic_output, input_size, progress
 
-FORMATS = ("txt", "jsonl", "csv")
-_BATCH_CHARS = 1 << 20  # privatize about 1 MiB of text per mechanism call
+_PIECE_CHARS = 1 << 20  # records longer than this are read and processed in pieces (bounded memory)
 
 
 def _positive_epsilon(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -44,16 +42,6 @@ def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key] = raw
     return out
-
-
-def _detect_format(path: str) -> str:
-    p = Path(path)
-    suffix = (Path(p.stem).suffix if p.suffix == ".gz" else p.suffix).lower()
-    if suffix in (".jsonl", ".ndjson"):
-        return "jsonl"
-    if suffix in (".csv",):
-        return "csv"
-    return "txt"
 
 
 def _load_vocabulary(path: str | None, limit: int | None):
@@ -105,133 +93,40 @@ def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding
     return mech
 
 
-# -- record readers: each yields (line_number, text, rebuild) where rebuild(new_text) -> output line --
-
-
-_BOM = b"\xef\xbb\xbf"
-
-
-def _raw_lines(f, bar) -> Iterator[tuple[int, bytes]]:
-    """Numbered raw lines; a UTF-8 byte-order mark on the first line is dropped (it would
-    otherwise become part of the first word)."""
-    for n, raw in enumerate(f, start=1):
-        bar.update(len(raw))
-        yield n, (raw[3:] if n == 1 and raw.startswith(_BOM) else raw)
-
-
-def _read_txt(f, path: str, bar) -> Iterator[tuple[int, str, Any]]:
-    for n, raw in _raw_lines(f, bar):
-        yield n, decode_line(raw, path=path, line=n), None
-
-
-def _read_jsonl(f, path: str, bar, column: str, others: set[str]) -> Iterator[tuple[int, str, Any]]:
-    for n, raw in _raw_lines(f, bar):
-        line = decode_line(raw, path=path, line=n)
-        if not line.strip():
-            yield n, "", ("blank", line)
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON ({exc.msg} at column {exc.colno})", path=path, line=n) from None
-        if not isinstance(obj, dict):
-            raise DataError(f"expected a JSON object per line, got {type(obj).__name__}", path=path, line=n)
-        if column not in obj:
-            raise DataError(f"field {column!r} is missing (fields: {', '.join(map(str, obj)) or 'none'}); choose one with --column", path=path, line=n)
-        if not isinstance(obj[column], str):
-            raise DataError(f"field {column!r} is {type(obj[column]).__name__}, expected a string", path=path, line=n)
-        others.update(k for k in obj if k != column)
-        yield n, obj[column], ("json", obj)
-
-
-def _csv_lines(f, path: str, bar) -> Iterator[str]:
-    for n, raw in _raw_lines(f, bar):
-        yield decode_line(raw, path=path, line=n)
-
-
-def _read_csv(f, path: str, bar, column: str, header_out: list[list[str]], others: set[str]) -> Iterator[tuple[int, str, Any]]:
-    csv.field_size_limit(sys.maxsize)
-    reader = csv.reader(_csv_lines(f, path, bar), strict=True)
-    try:
-        header = next(reader)
-    except StopIteration:
-        return
-    except csv.Error as exc:
-        raise DataError(f"invalid CSV header ({exc})", path=path, line=1) from None
-    if column not in header:
-        raise DataError(f"no column {column!r} in the CSV header (columns: {', '.join(header)}); choose one with --column", path=path, line=1)
-    col = header.index(column)
-    header_out.append(header)
-    others.update(h for h in header if h != column)
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise DataError(f"invalid CSV ({exc})", path=path, line=reader.line_num) from None
-        if len(row) != len(header):
-            raise DataError(f"{len(row)} fields, the header has {len(header)}", path=path, line=reader.line_num)
-        yield reader.line_num, row[col], ("csv", row, col)
-
-
-def _batches(records: Iterator[tuple[int, str, Any]]) -> Iterator[list[tuple[int, str, Any]]]:
-    batch: list[tuple[int, str, Any]] = []
-    chars = 0
-    for rec in records:
-        batch.append(rec)
-        chars += len(rec[1])
-        if chars >= _BATCH_CHARS:
-            yield batch
-            batch, chars = [], 0
-    if batch:
-        yield batch
-
-
 def _process(
     mechanism, path: str, out, fmt: str, column: str, oov: str, case: str, gen: np.random.Generator, stats: dict[str, int], bar, report: list | None
 ) -> set[str]:
-    """Privatize one input into ``out``; returns the names of other fields copied unchanged."""
-    others: set[str] = set()
-    with open_input(path) as f:
-        header: list[list[str]] = []
-        if fmt == "txt":
-            records = _read_txt(f, path, bar)
-        elif fmt == "jsonl":
-            records = _read_jsonl(f, path, bar, column, others)
+    """Privatize one input into ``out``, batch by batch (bounded memory: long records are
+    processed in pieces, see :mod:`deniable.text.io`); returns the names of the other fields,
+    copied unchanged."""
+    reader = read_records(path, format=fmt, column=column, max_chars=_PIECE_CHARS)
+    writer = RecordWriter(out, reader)
+    shown = 0
+    for batch in batch_records(iter(reader)):
+        counts: list[int] | None = [] if report is not None else None
+        new = privatize_texts(mechanism, [r.text for r in batch], rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=counts)
+        for rec, text in zip(batch, new):
+            writer.write(rec, text)
+        if report is not None:
+            _add_counts(report, batch, counts)
+        pos = reader.file_position
+        bar.update(pos - shown)
+        shown = pos
+        bar.set_postfix_str(f"{stats.get('records', 0) + reader.records} records", refresh=True)
+    if reader.records == 0 and reader.header is None:
+        raise DataError("input is empty; nothing to privatize", path=reader.name)
+    writer.close()
+    stats["records"] = stats.get("records", 0) + reader.records
+    return reader.other_fields
+
+
+def _add_counts(report: list, batch, counts) -> None:
+    """Per-record counts of privatized words, the pieces of a long record summed."""
+    for rec, c in zip(batch, counts):
+        if not rec.first and report:
+            report[-1] = (report[-1][0], report[-1][1] + c)
         else:
-            records = _read_csv(f, path, bar, column, header, others)
-        writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
-        seen = 0
-        for batch in _batches(records):
-            if writer is not None and seen == 0:
-                writer.writerow(header[0])
-            seen += len(batch)
-            texts = [t for _, t, _ in batch]
-            counts: list[int] | None = [] if report is not None else None
-            new = privatize_texts(mechanism, texts, rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=counts)
-            if report is not None:
-                report.extend(zip([ln for ln, _, _ in batch], counts))
-            for (_, _, extra), text in zip(batch, new):
-                if fmt == "txt":
-                    out.write(text)
-                elif fmt == "jsonl":
-                    if extra[0] == "blank":
-                        out.write(extra[1])
-                    else:
-                        obj = extra[1]
-                        obj[column] = text
-                        out.write(json.dumps(obj, ensure_ascii=False) + "\n")
-                else:
-                    row = extra[1]
-                    row[extra[2]] = text
-                    writer.writerow(row)
-        if seen == 0 and not (fmt == "csv" and header):
-            raise DataError("input is empty; nothing to privatize", path="<stdin>" if path == "-" else path)
-        if writer is not None and seen == 0:
-            writer.writerow(header[0])
-        stats["records"] = stats.get("records", 0) + seen
-    return others
+            report.append((rec.line, c))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -294,7 +189,7 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     with progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)  # reported once below, as one line
         for path, target in zip(inputs, targets):
-            kind = fmt or ("txt" if path == "-" else _detect_format(path))
+            kind = fmt or ("txt" if path == "-" else detect_format(path))
             with atomic_output(target) as out:
                 others = _process(mech, path, out, kind, column, oov, case, gen, stats, bar, docs)
             if others:

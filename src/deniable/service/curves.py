@@ -29,24 +29,41 @@ EPSILON_GRIDS: dict[str, tuple[float, ...]] = {
 DEFAULT_GRID = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 
 
-def _shipped(name: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    """The calibration data's curve, when the installed deniable ships one (else None)."""
+def _shipped(pool: Any, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """The curve of the calibration data shipped with deniable for this mechanism, its default
+    parameters and this vocabulary (``deniable.calibration.targets``), or None when this
+    installation has none."""
     try:
-        from .. import calibration
-    except ImportError:  # pragma: no cover
-        return None
-    fn = getattr(calibration, "nw_curve", None)
-    if not callable(fn):
+        from ..calibration import targets
+    except ImportError:
         return None
     try:
-        data = fn(name, **params)
-    except (KeyError, LookupError, ValueError, TypeError, NotImplementedError, OSError):
-        return None
-    if not data:
-        return None
-    data = dict(data)
-    data.setdefault("source", "calibration data shipped with deniable")
-    return data
+        key = targets.calibration_key(lambda eps: pool.get(name, params, epsilon=eps))
+        cal = targets.shipped_calibration(*key)
+        if cal is None:
+            return None
+        eps = np.asarray(cal.epsilons, dtype=np.float64)
+        median = np.asarray(cal.quantile(0.5), dtype=np.float64)
+        n_w = np.asarray(cal.n_w, dtype=np.float64)
+        worst_i = np.argmax(n_w, axis=0)
+        worst = n_w[worst_i, np.arange(eps.size)]
+        # the interesting stretch: from where the worst word starts being kept to where the median is
+        lo = max(0, int(np.searchsorted(worst, 0.005)) - 2)
+        hi = min(eps.size, int(np.searchsorted(median, 0.995)) + 3)
+        if hi - lo < 4:
+            lo, hi = 0, eps.size
+        words = list(cal.words) if cal.words else [str(int(i)) for i in cal.word_ids]
+        return {
+            "mechanism": name,
+            "params": dict(params),
+            "epsilons": eps[lo:hi].tolist(),
+            "median": median[lo:hi].tolist(),
+            "worst": worst[lo:hi].tolist(),
+            "worst_word": [words[int(i)] for i in worst_i[lo:hi]],
+            "source": f"{cal.source}: {cal.estimator} estimator, {cal.coverage}",
+        }
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, OSError):
+        return None  # an older or newer calibration API: fall back to the quick estimate
 
 
 def estimate_curve(pool: Any, name: str, params: dict[str, Any], *, words: int = 12, draws: int = 48, rng: int = 0) -> dict[str, Any]:
@@ -102,7 +119,7 @@ class CurveCache:
             with self._lock:
                 if key in self._curves:
                     return self._curves[key]
-            curve = _shipped(name, params) or estimate_curve(self.pool, name, params)
+            curve = _shipped(self.pool, name, params) or estimate_curve(self.pool, name, params)
             with self._lock:
                 self._curves[key] = curve
             return curve

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,19 @@ demo: $(STAMP)
 	@awk 'NR==FNR { src[FNR] = $$0; next } { print "  input:   " src[FNR]; print "  private: " $$0; print "" }' \
 		examples/sample.txt build/sample.private.txt
 
-test: $(STAMP)
+# Headless Chromium (and node) for the browser tests in tests/web: Debian's packages, installed only
+# when missing and only where apt-get can run (root, as in CI); Playwright never downloads a browser.
+browser:
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing=" chromium"; command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing$$missing for the browser tests (apt-get)"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null 2>&1 \
+				|| echo "warning: could not install$$missing; the browser tests will skip"; \
+		else echo "note:$$missing not installed; the browser tests will skip (apt-get install$$missing)"; fi; \
+	fi
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 import warnings
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import click
 
 from ..errors import DataError
+
+_NoArgsIsHelp = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
 
 # name -> ("module:attribute", short help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -46,6 +49,29 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, help_) for name, (_, help_) in COMMANDS.items()])
 
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """Click's entry, but every error is one line: usage errors (exit 2) as ``Error: ...
+        (see 'deniable CMD --help')`` instead of click's usage banner, other errors (exit 1) as
+        ``Error: ...``."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NoArgsIsHelp as exc:  # a group without its subcommand: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            path = exc.ctx.command_path if exc.ctx is not None else (prog_name or "deniable")
+            click.echo(f"Error: {_one_line(exc.format_message())} (see '{path} --help')", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -58,6 +84,28 @@ class LazyGroup(click.Group):
             if os.environ.get("DENIABLE_DEBUG") == "1":
                 raise
             raise click.ClickException(str(exc)) from None
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split("\n")).strip()
+
+
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM/SIGHUP so that ``with`` blocks clean up (atomic
+    outputs remove their temporary file) before the process ends by the same signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    for s in _SIGNALS:  # a second signal must not interrupt the clean-up
+        signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -76,9 +124,18 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point."""
+    """Console entry point. SIGTERM and SIGHUP end the run like Ctrl-C does: temporary files are
+    removed, so an output path holds either nothing new or the complete result; the process then
+    ends by that signal."""
     warnings.showwarning = _one_line_warning
-    cli.main(args=argv, prog_name="deniable")
+    previous = {s: signal.signal(s, _on_signal) for s in _SIGNALS}
+    try:
+        cli.main(args=argv, prog_name="deniable")
+    except Terminated as exc:
+        for s, handler in previous.items():
+            signal.signal(s, handler if exc.signum != s else signal.SIG_DFL)
+        os.kill(os.getpid(), exc.signum)
+        sys.exit(128 + exc.signum)  # pragma: no cover - reached only if the signal is blocked
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,7 @@ out-of-vocabulary point; mechanisms define where it lies in their metric space.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from .._rng import RNGLike, as_generator
 from .._validation import check_positive
 from ..embeddings.embedding import UNK_ID
 from ..metrics import paired_distances
-from ..text.privatize import privatize_texts
+from ..text.privatize import check_oov, privatize_texts
 
 __all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism"]
 
@@ -91,13 +92,29 @@ class Mechanism(ABC):
             raise ValueError(f"ids must lie in [-1, {self.n_words - 1}] (-1 = out of vocabulary), got values in [{lo}, {hi}]")
         return arr
 
-    def id_of(self, word_or_id: str | int) -> int:
-        """Id of a word (looked up as the text path does: lower-cased for uncased vocabularies)
-        or a validated id."""
+    def id_of(self, word_or_id: str | int, *, oov: str | None = None) -> int:
+        """Id of a word (looked up as the text path does: NFC, lower-cased for uncased
+        vocabularies) or a validated id.
+
+        ``oov=None`` (default) raises ``KeyError`` for an out-of-vocabulary word; ``oov="unk"``
+        returns :data:`~deniable.embeddings.UNK_ID` (-1), the point every unknown word is
+        privatized as. ``"drop"`` and ``"keep"`` give an unknown word no id (it is removed or
+        copied, not privatized) and raise ``KeyError`` saying so.
+        """
         if isinstance(word_or_id, str):
             from ..text.tokenize import lookup_key
 
-            return self.vocabulary.id_of(lookup_key(word_or_id, lower=self.vocabulary.uncased))
+            key = lookup_key(word_or_id, lower=self.vocabulary.uncased)
+            if key in self.vocabulary:
+                return self.vocabulary.id_of(key)
+            if oov == "unk":
+                return UNK_ID
+            if oov is None:
+                raise KeyError(f"{word_or_id!r} is not in the vocabulary ({self.n_words} words); pass oov='unk' to use the UNK point it is privatized as")
+            check_oov(oov)
+            raise KeyError(f"{word_or_id!r} is not in the vocabulary and oov={oov!r} does not privatize it ({'it is removed' if oov == 'drop' else 'it is copied verbatim'}); use oov='unk'")
+        if isinstance(word_or_id, (bool, np.bool_)) or not isinstance(word_or_id, (int, np.integer)):
+            raise TypeError(f"expected a word (str) or an id (int), got {type(word_or_id).__name__}")
         return int(self._as_ids(np.asarray([word_or_id]))[0])
 
     def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
@@ -111,9 +128,23 @@ class Mechanism(ABC):
         out = self._sample_ids(arr.ravel(), as_generator(rng))
         return np.asarray(out, dtype=np.int64).reshape(arr.shape)
 
-    def privacy_loss_bound(self, w1: str | int, w2: str | int) -> float:
-        """ε·d(w1, w2): the largest log-likelihood ratio an observer can get between w1 and w2."""
-        a, b = self.id_of(w1), self.id_of(w2)
+    def privacy_loss_bound(self, w1: str | int, w2: str | int, *, oov: str = "unk") -> float:
+        """ε·d(w1, w2): the largest log-likelihood ratio an observer can get between w1 and w2.
+
+        Words follow the ``oov`` policy of :meth:`privatize`: with ``"unk"`` (default) an
+        out-of-vocabulary word is the UNK point. With ``"drop"`` or ``"keep"`` an unknown word
+        is not privatized, so the bound is ``inf`` against any different word (kept words are
+        copied, dropped ones leave a visible gap), and 0 between two unknown words under
+        ``"drop"`` (both vanish) or the same word under ``"keep"``.
+        """
+        check_oov(oov)
+        if oov != "unk":
+            unknown = [isinstance(w, str) and self.id_of(w, oov="unk") == UNK_ID for w in (w1, w2)]
+            if any(unknown):
+                if all(unknown) and (oov == "drop" or w1 == w2):
+                    return 0.0
+                return math.inf
+        a, b = self.id_of(w1, oov="unk"), self.id_of(w2, oov="unk")
         return self.epsilon * float(self.distance(np.array([a]), np.array([b]))[0])
 
     @overload
@@ -135,6 +166,10 @@ class Mechanism(ABC):
         """
         if isinstance(texts, str):
             return privatize_texts(self, [texts], rng=rng, oov=oov, case=case)[0]
+        if isinstance(texts, (bytes, bytearray, memoryview)):
+            raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}; decode it first, e.g. data.decode('utf-8')")
+        if not isinstance(texts, (list, tuple)) and not hasattr(texts, "__iter__"):
+            raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}")
         return privatize_texts(self, list(texts), rng=rng, oov=oov, case=case)
 
     def __repr__(self) -> str:

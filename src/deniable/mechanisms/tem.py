@@ -202,24 +202,28 @@ class TEM(EmbeddingMechanism):
         self._pts = _PointsWithUnk(self.embedding.vectors, self.embedding.mean)
 
     # -- the distribution ------------------------------------------------------------------
-    def _row(self, word_or_id: str | int) -> int:
-        i = self.id_of(word_or_id)
+    def _row(self, word_or_id: str | int, oov: str) -> int:
+        i = self.id_of(word_or_id, oov=oov)
         return self.n_words if i == UNK_ID else i
 
-    def distances_from(self, word_or_id: str | int) -> np.ndarray:
-        """d(w, y) for every vocabulary word y (float64, shape ``(|W|,)``); UNK is the mean."""
-        r = self._row(word_or_id)
+    def distances_from(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
+        """d(w, y) for every vocabulary word y (float64, shape ``(|W|,)``). With ``oov="unk"``
+        (default, as :meth:`privatize`) an out-of-vocabulary word is UNK, the vocabulary mean;
+        ``"drop"``/``"keep"`` do not privatize unknown words and raise ``KeyError`` for them."""
+        r = self._row(word_or_id, oov)
         return pairwise_distances(self._pts[np.array([r])], self.embedding.vectors, self.metric)[0]
 
-    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """log P[M(w) = y] for every vocabulary word y, in closed form (log-sum-exp)."""
-        logits = -(self.epsilon / 2.0) * np.minimum(self.distances_from(word_or_id), self.gamma)
+    def log_probabilities(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
+        """log P[M(w) = y] for every vocabulary word y, in closed form (log-sum-exp); ``oov`` as
+        in :meth:`distances_from`."""
+        logits = -(self.epsilon / 2.0) * np.minimum(self.distances_from(word_or_id, oov=oov), self.gamma)
         m = logits.max()
         return logits - (m + np.log(np.exp(logits - m).sum()))
 
-    def probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """P[M(w) = y] ∝ exp(−(ε/2)·min(d(w, y), γ)) over the vocabulary (float64, sums to 1)."""
-        p = np.exp(self.log_probabilities(word_or_id))
+    def probabilities(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
+        """P[M(w) = y] ∝ exp(−(ε/2)·min(d(w, y), γ)) over the vocabulary (float64, sums to 1);
+        an out-of-vocabulary word is UNK (``oov`` as in :meth:`distances_from`)."""
+        p = np.exp(self.log_probabilities(word_or_id, oov=oov))
         return p / p.sum()
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:

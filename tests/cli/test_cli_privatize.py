@@ -379,3 +379,25 @@ def test_progress_counts_records_from_the_first_batch(tmp_path):
     counts = [int(m) for m in re.findall(r"(\d+) records", r.stderr)]
     assert len(counts) >= 3 and counts == sorted(counts) and counts[0] < 500 and counts[-1] == 4000, counts
     assert re.search(r"\d\d:\d\d", r.stderr)  # elapsed time
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["privatize", "in.txt", "-m", "madlib"], "Missing option '-e' / '--epsilon'"),
+        (["privatize", "in.txt", "-m", "madlib", "-e", "0"], "epsilon must be a finite number > 0"),
+        (["privatize", "-m", "madlib", "-e", "1"], "Missing argument 'INPUTS...'"),
+        (["privatize", "nofile.txt", "-m", "madlib", "-e", "1"], "'nofile.txt' does not exist"),
+        (["privatise"], "No such command 'privatise'"),
+    ],
+)
+def test_usage_errors_are_one_line_through_the_real_entry_point(tmp_path, args, needle):
+    """Exit 2 and a single 'Error: ... (see '... --help')' line, not click's usage banner (issue 14 item 7)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text("hello\n")
+    p = subprocess.run([sys.executable, "-c", "from deniable.cli.main import main; main()", *args], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0] and "--help')" in lines[0], p.stderr

@@ -175,3 +175,30 @@ def test_bad_parameters(tmp_path):
         load_embedding(p, limit=0)
     with pytest.raises(ValueError, match="format"):
         load_embedding(p, format="xml")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_truncated_word2vec_text_names_file_and_counts(tmp_path, gz):
+    """A word2vec / fastText text file shorter than its header's word count (an interrupted
+    download) is an error naming the file, not a silently smaller vocabulary (issue 14 item 5)."""
+    p = write_w2v_text(tmp_path / "w.vec")
+    lines = p.read_text().splitlines(keepends=True)
+    body = "".join(lines[:4])  # header + 3 of the 5 declared words
+    if gz:
+        p = tmp_path / "w.vec.gz"
+        with gzip.open(p, "wt", encoding="utf-8") as f:
+            f.write(body)
+    else:
+        p.write_text(body)
+    with pytest.raises(DataError, match=r"w\.vec(\.gz)?: the header declares 5 words but the file ends after 3 .*truncated"):
+        load_embedding(p)
+    assert load_embedding(p, limit=3).words == WORDS[:3]  # what is asked for is there
+    with pytest.raises(DataError, match="declares 5 words but the file ends after 3"):
+        load_embedding(p, limit=4)
+
+
+def test_word2vec_text_with_more_rows_than_declared(tmp_path):
+    p = write_w2v_text(tmp_path / "w.vec")
+    p.write_text(p.read_text().replace("5 3\n", "4 3\n", 1))
+    with pytest.raises(DataError, match=r"w\.vec:1: the header declares 4 words but the file has 5"):
+        load_embedding(p)

@@ -179,11 +179,13 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
     words: list[str] = []
     blocks: list[np.ndarray] = []
     dim: int | None = None
+    declared: int | None = None
     lineno = 0
     with _open(path) as f:
         if header:
             m = _HEADER.match(f.readline())
-            dim = int(m.group(2)) if m else None
+            if m:
+                declared, dim = int(m.group(1)), int(m.group(2))
             lineno = 1
         first_data_line = lineno + 1
         while limit is None or len(words) < limit:
@@ -229,6 +231,16 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
             words.extend(chunk_words)
     if dim is None or not words:
         raise DataError("the embedding file is empty" if lineno == 0 else "the embedding file has no word vectors", path=path)
+    if declared is not None:
+        expected = declared if limit is None else min(declared, limit)
+        if len(words) < expected:
+            raise DataError(
+                f"the header declares {declared} words but the file ends after {len(words)} (line {lineno}): "
+                "truncated (an interrupted download?); download it again",
+                path=path,
+            )
+        if limit is None and len(words) > declared:
+            raise DataError(f"the header declares {declared} words but the file has {len(words)}; fix the header line", path=path, line=1)
     vectors = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
     if limit is not None:
         words, vectors = words[:limit], vectors[:limit]

@@ -25,8 +25,9 @@ from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..metrics import pairwise_distances
-from ..neighbors.neighborhoods import cache_directory, embedding_neighborhoods, row_distances
+from ..neighbors.neighborhoods import _progress, cache_directory, embedding_neighborhoods, row_distances
 from ._exponential import PointsWithUnk
+from ._scan import FreeScanner
 from .base import EmbeddingMechanism, Guarantee
 
 __all__ = ["CusText", "build_output_sets"]
@@ -35,7 +36,9 @@ CUSTEXT_METRICS = ("euclidean", "angular")
 _FORMAT = 1
 
 
-def build_output_sets(embedding: Any, K: int, metric: str = "euclidean", *, k_lists: int = 128, cache_dir: Any = None) -> np.ndarray:
+def build_output_sets(
+    embedding: Any, K: int, metric: str = "euclidean", *, k_lists: int = 128, cache_dir: Any = None, progress: bool | None = False
+) -> np.ndarray:
     """Partition the vocabulary into output sets of K words (the last may be smaller).
 
     In vocabulary order (most frequent first, for GloVe/word2vec files), each word not yet
@@ -46,11 +49,12 @@ def build_output_sets(embedding: Any, K: int, metric: str = "euclidean", *, k_li
     """
     V = len(embedding)
     K = min(K, V)
-    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=max(k_lists, K), metric=metric, cache_dir=cache_dir)
-    vectors = embedding.vectors
+    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=max(k_lists, K), metric=metric, cache_dir=cache_dir, progress=progress)
+    scanner = FreeScanner(embedding.vectors, metric)
     free = np.ones(V, dtype=bool)
     sets: list[np.ndarray] = []
     n_free = V
+    bar = _progress(V, progress, f"CusText output sets (K={K})")
     for head in range(V):
         if not free[head]:
             continue
@@ -60,14 +64,17 @@ def build_output_sets(embedding: Any, K: int, metric: str = "euclidean", *, k_li
         cand, cd = ids[ok], d[ok]
         if cand.size >= need and cd[need - 1] <= nb.bound[head] and head in cand[:need]:
             members = cand[:need].astype(np.int64)
-        else:  # exact scan over the unassigned words
-            rest = np.flatnonzero(free)
-            dist = pairwise_distances(vectors[head : head + 1], vectors[rest], metric)[0]
-            dist[rest == head] = -1.0  # the head always opens its own set
-            members = rest[np.lexsort((rest, dist))[:need]]
+        else:  # scan over the unassigned words
+            members = scanner.nearest(head, free, need)
+            if head not in members:  # an unassigned duplicate of the head with a lower distance tie
+                members = np.r_[head, members[: need - 1]]
         free[members] = False
         n_free -= members.size
         sets.append(members)
+        if bar is not None:
+            bar.update(members.size)
+    if bar is not None:
+        bar.close()
     out = np.full((len(sets), K), -1, dtype=np.int64)
     for g, m in enumerate(sets):
         out[g, : m.size] = m
@@ -156,7 +163,7 @@ class CusText(EmbeddingMechanism):
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
                 members = None
         if members is None:
-            members = build_output_sets(self.embedding, self.K, self.metric, cache_dir=self.cache_dir)
+            members = build_output_sets(self.embedding, self.K, self.metric, cache_dir=self.cache_dir, progress=progress)
             if path is not None:
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)

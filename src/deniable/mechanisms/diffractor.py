@@ -27,7 +27,8 @@ from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..metrics import pairwise_distances
-from ..neighbors.neighborhoods import cache_directory, embedding_neighborhoods
+from ..neighbors.neighborhoods import _progress, cache_directory, embedding_neighborhoods
+from ._scan import FreeScanner
 from .base import EmbeddingMechanism, Guarantee
 from .tem import TEM_METRICS, theorem3_gamma
 
@@ -37,20 +38,20 @@ _FORMAT = 1
 NOISES = ("geometric", "tem")
 
 
-def greedy_word_list(embedding: Any, metric: str = "euclidean", *, k: int = 128, cache_dir: Any = None) -> np.ndarray:
+def greedy_word_list(embedding: Any, metric: str = "euclidean", *, k: int = 128, cache_dir: Any = None, progress: bool | None = False) -> np.ndarray:
     """A 1-D order of the whole vocabulary: start at word 0 (the most frequent in GloVe-ordered
     files), then repeatedly append the nearest word not yet listed (ties by id). Exact: the
     cached k-nearest lists give the answer when they still hold an unlisted word within their
     bound, otherwise the unlisted words are scanned. Returns the ids in list order (int64)."""
     V = len(embedding)
-    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=k, metric=metric, cache_dir=cache_dir)
-    vectors = embedding.vectors
+    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=k, metric=metric, cache_dir=cache_dir, progress=progress)
+    bar = _progress(V, progress, f"1-Diffractor word list ({metric})")
+    scanner = FreeScanner(embedding.vectors, metric)
     free = np.ones(V, dtype=bool)
     order = np.empty(V, dtype=np.int64)
     cur = 0
     free[0] = False
     order[0] = 0
-    rest = np.arange(1, V)  # unlisted ids, compacted lazily for the scans
     for n in range(1, V):
         s, e = nb.indptr[cur], nb.indptr[cur + 1]
         ids = nb.indices[s:e]
@@ -61,12 +62,15 @@ def greedy_word_list(embedding: Any, metric: str = "euclidean", *, k: int = 128,
             if nb.distances[s + j] <= nb.bound[cur]:
                 nxt = int(ids[j])
         if nxt < 0:
-            rest = rest[free[rest]]
-            dist = pairwise_distances(vectors[cur : cur + 1], vectors[rest], metric)[0]
-            nxt = int(rest[np.lexsort((rest, dist))[0]])
+            nxt = int(scanner.nearest(cur, free, 1)[0])
         free[nxt] = False
         order[n] = nxt
         cur = nxt
+        if bar is not None and n % 1024 == 0:
+            bar.update(1024)
+    if bar is not None:
+        bar.update(V - bar.n)
+        bar.close()
     return order
 
 
@@ -169,7 +173,7 @@ class Diffractor(EmbeddingMechanism):
         folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)  # type: ignore[arg-type]
         return folder / f"diffractor-list-{self.embedding.fingerprint}-{metric}-v{_FORMAT}.npz"
 
-    def _load_or_build(self, metric: str) -> np.ndarray:
+    def _load_or_build(self, metric: str, progress: bool | None = False) -> np.ndarray:
         path = self._cache_path(metric)
         V = self.n_words
         if path is not None and path.exists():
@@ -182,7 +186,7 @@ class Diffractor(EmbeddingMechanism):
                 return order.astype(np.int64)
             except (OSError, ValueError, KeyError) as exc:
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=3)
-        order = greedy_word_list(self.embedding, metric, k=self.k, cache_dir=self.cache_dir)
+        order = greedy_word_list(self.embedding, metric, k=self.k, cache_dir=self.cache_dir, progress=progress)
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +207,7 @@ class Diffractor(EmbeddingMechanism):
                         p.unlink()
             self.cache_files = []
             V = self.n_words
-            order = np.stack([self._load_or_build(m) for m in self.metrics])
+            order = np.stack([self._load_or_build(m, progress) for m in self.metrics])
             pos = np.empty((len(self.metrics), V + 1), dtype=np.int64)
             for l, m in enumerate(self.metrics):
                 pos[l, order[l]] = np.arange(V)

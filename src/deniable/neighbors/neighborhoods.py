@@ -26,6 +26,7 @@ stored key does not match is ignored and rebuilt. Callable metrics are never cac
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -464,6 +465,18 @@ def radius_neighborhoods(
 # -- cache -----------------------------------------------------------------------------------
 
 
+def _announce_build(kind: str, param: float, n_words: int, metric: Any, path: Path | None, cache_dir: Any, progress: bool | None) -> None:
+    """Say that a one-time table is being built and where it goes: one line on stderr unless
+    ``progress`` is False (the library default), and always to the ``deniable`` logger."""
+    what = f"{int(param)}-nearest" if kind == "knn" else f"radius {param:.4g}"
+    where = f"cached at {path}; later runs load it" if path is not None else ("not cached: cache_dir=False" if cache_dir is False else "not cached: callable metric")
+    msg = f"building TEM's {what} neighbourhood table for {n_words} words ({metric_name(metric)}), once: {where}"
+    logging.getLogger("deniable").info(msg)
+    if progress is not False:
+        print(f"note: {msg}", file=sys.stderr, flush=True)
+
+
+
 def cache_directory(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The cache folder: ``cache_dir`` if given, else ``$DENIABLE_CACHE_DIR``, else
     ``~/.cache/deniable``."""
@@ -555,6 +568,7 @@ def embedding_neighborhoods(
                 warnings.warn(f"{path}: cache key does not match its content; rebuilding it", DeniableWarning, stacklevel=2)
             except (OSError, ValueError, KeyError) as exc:
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
+    _announce_build(kind, param, len(embedding), metric, path, cache_dir, progress)
     vectors = embedding.vectors
     queries = np.vstack([vectors, embedding.mean[None, :]])
     if kind == "knn":

@@ -206,11 +206,12 @@ export async function parseBundle(data, { name = "bundle" } = {}) {
   const expected = off + 8 * wpc * (nWords + 1) + vocabBytes + DIGEST;
   if (expected !== size) throw new BundleError(`${name}: size mismatch: the header describes ${expected} bytes but the file has ${size}`);
   const w32 = 2 * wpc; // a code as 32-bit halves, least significant first
-  const codes = new Uint32Array(nWords * w32);
-  for (let i = 0; i < codes.length; i++) codes[i] = view.getUint32(off + 4 * i, true);
+  // signed 32-bit halves: V8 keeps them as small integers (unsigned values above 2^31 would be doubles)
+  const codes = new Int32Array(nWords * w32);
+  for (let i = 0; i < codes.length; i++) codes[i] = view.getInt32(off + 4 * i, true);
   off += 8 * wpc * nWords;
-  const unk = new Uint32Array(w32);
-  for (let i = 0; i < w32; i++) unk[i] = view.getUint32(off + 4 * i, true);
+  const unk = new Int32Array(w32);
+  for (let i = 0; i < w32; i++) unk[i] = view.getInt32(off + 4 * i, true);
   off += 8 * wpc;
   let text;
   try {
@@ -227,7 +228,7 @@ export async function parseBundle(data, { name = "bundle" } = {}) {
       const lo = 32 * k;
       pad.push(lo >= nBits ? 0xffffffff : lo + 32 > nBits ? ~((1 << (nBits - lo)) - 1) >>> 0 : 0);
     }
-    const check = (arr, base) => pad.some((m, k) => (arr[base + k] & m) !== 0);
+    const check = (arr, base) => pad.some((m, k) => (arr[base + k] & m) !== 0); // & gives int32 on both sides
     for (let i = 0; i < nWords; i++) {
       if (check(codes, i * w32)) throw new BundleError(`${name}: padding bits beyond n_bits=${nBits} are set`);
     }
@@ -273,7 +274,7 @@ export class Bundle {
     const { codes, unkCode, nBits, w32 } = this;
     const V = this.nWords;
     const out = new Int32Array(ids.length);
-    const noisy = new Uint32Array(w32);
+    const noisy = new Int32Array(w32);
     const tied = new Int32Array(V);
     for (let s = 0; s < ids.length; s += CHUNK) {
       const m = Math.min(CHUNK, ids.length - s);
@@ -288,16 +289,17 @@ export class Bundle {
         for (let j = 0; j < nBits; j++) {
           if (U[u0 + j] < p) noisy[j >>> 5] ^= 1 << (j & 31);
         }
-        let best = Infinity;
+        let best = nBits + 1;
         let count = 0;
         for (let v = 0, o = 0; v < V; v++, o += w32) {
           let d = 0;
-          for (let k = 0; k < w32; k++) d += popcount32(noisy[k] ^ codes[o + k]);
+          for (let k = 0; k < w32 && d <= best; k++) d += popcount32(noisy[k] ^ codes[o + k]);
+          if (d > best) continue; // farther than the best so far (possibly abandoned early)
           if (d < best) {
             best = d;
             count = 0;
           }
-          if (d === best) tied[count++] = v;
+          tied[count++] = v;
         }
         const rank = Math.min(Math.floor(T[i] * count), count - 1);
         out[s + i] = tied[rank];

@@ -192,10 +192,9 @@ async function run() {
 async function loadCurve(name) {
   $("plot-mech").textContent = `(${name})`;
   $("plot-source").textContent = "";
-  if (!curves.has(name)) {
-    $("plot").replaceChildren(document.createTextNode("Computing the curve…"));
-    curves.set(name, api(`/v1/curves/${encodeURIComponent(name)}`));
-  }
+  currentCurve = null; // never draw another mechanism's curve under this name
+  $("plot").replaceChildren(document.createTextNode("Computing the curve…"));
+  if (!curves.has(name)) curves.set(name, api(`/v1/curves/${encodeURIComponent(name)}`));
   try {
     const curve = await curves.get(name);
     if ($("mechanism").value !== name) return;

@@ -112,6 +112,16 @@ def test_explorer_server_and_on_device(server_url, browser):
     assert page.locator("#output span.kept").count() >= 10
     assert page.locator("#output mark.changed").count() == 3  # the unknown words: with, quokka, then
 
+    # a privacy target instead of epsilon, where this installation can resolve targets
+    target = page.locator('input[name="level"][value="target"]')
+    if target.is_enabled():
+        target.check()
+        page.fill("#target", "0.5")
+        page.click("#run")
+        expect(status).to_have_text(re.compile("chosen for the target"), timeout=60_000)
+        assert float(page.inner_text("#eps-used")) > 0
+        page.locator('input[name="level"][value="epsilon"]').check()
+
     # on the device: the bundle is fetched once, then nothing carrying the text leaves the page
     page.check('input[name="mode"][value="device"]')
     expect(status).to_have_text(re.compile("^Bundle loaded"), timeout=20_000)

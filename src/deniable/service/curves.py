@@ -12,6 +12,7 @@ The response says which (``source``).
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,9 @@ def _shipped(pool: Any, name: str, params: dict[str, Any]) -> dict[str, Any] | N
         from ..calibration import targets
     except ImportError:
         return None
+    data_dir = getattr(targets, "_DATA", None)
+    if data_dir is not None and not (Path(data_dir) / f"{name}.npz").is_file():
+        return None  # nothing shipped for this mechanism: skip building a probe mechanism
     try:
         key = targets.calibration_key(lambda eps: pool.get(name, params, epsilon=eps))
         cal = targets.shipped_calibration(*key)

@@ -41,13 +41,19 @@ def test_count_release_evaluate_roundtrip(files):
     assert not any("secret" in k for k in vocab.keys)
 
     out = files / "rel.tsv"
+    # the default is formal (epsilon, delta)-DP: no warning, sigma and sampler stated
     r = run("ngrams", "release", str(counts), "-e", "1", "-d", "1e-6", "-S", "0.5", "--rho", "0.4", "--seed", "3", "-o", str(out))
     assert r.exit_code == 0, r.output
     keys, probs, meta = read_release(out)
     assert set(keys) == set(vocab.keys) and np.isclose(probs.sum(), 1)
-    assert meta["mechanism"] == "bayesian" and meta["calibration"] == "analytic" and meta["params"]["S"] == 0.5
-    assert meta["sensitivity_method"] == "exact" and meta["epsilon"] == 1.0
-    # the default (paper's local sensitivity) is not formal DP: one warning line, nothing data dependent written
+    assert meta["mechanism"] == "bayesian" and meta["params"]["S"] == 0.5 and meta["formal_dp"] is True
+    assert meta["sensitivity_method"] == "derived" and meta["epsilon"] == 1.0 and meta["params"]["max_ngrams_per_user"] == 50
+    assert "warning:" not in r.stderr and "formal_dp=True" in r.stderr and f"sampler={meta['sampler']}" in r.stderr and meta["sigma"] > 0
+    # the paper's local sensitivity only with --local-sensitivity: one warning line, nothing data dependent written
+    r = run("ngrams", "release", str(counts), "-e", "1", "-d", "1e-6", "-S", "0.5", "--rho", "0.4", "--local-sensitivity", "--seed", "3", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    keys, probs, meta = read_release(out)
+    assert meta["sensitivity_method"] == "exact" and meta["calibration"] == "analytic"
     warn = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warn) == 1 and "NOT a formal differential-privacy guarantee" in warn[0]
     assert meta["formal_dp"] is False and "sigma" not in meta and "sensitivity" not in meta
@@ -71,18 +77,23 @@ def test_release_baselines_parquet(files, mech):
     assert r.exit_code == 0, r.output
     keys, probs, meta = read_release(out)
     assert meta["mechanism"] == mech and np.isclose(probs.sum(), 1)
-    formal = mech == "laplace"  # laplace-public's default L1 sensitivity is local; k-anonymity is not DP
+    formal = mech != "k-anonymity"  # the Laplace baselines are formal by default; k-anonymity is not DP
     assert meta["formal_dp"] is formal and ("warning:" in r.stderr) is not formal
     assert ("laplace_scale" in meta) is formal and "n_users" not in json.dumps(meta)
 
 
-def test_laplace_needs_W_and_paper_rule_warns(files):
+def test_laplace_W_and_paper_rule_warns(files):
     counts = files / "counts.npz"
     assert run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(counts)).exit_code == 0
     out = files / "rel.tsv"
     for mech in ("laplace", "laplace-public"):
-        r = run("ngrams", "release", str(counts), "-m", mech, "-e", "1", "-o", str(out))
+        r = run("ngrams", "release", str(counts), "-m", mech, "-e", "1", "--local-sensitivity", "-o", str(out))
         assert r.exit_code == 2 and "-W is required" in r.output
+        r = run("ngrams", "release", str(counts), "-m", mech, "-e", "1", "-k", "3", "-C", "2", "--sampler", "numpy", "-o", str(out))
+        assert r.exit_code == 0 and "warning:" not in r.stderr, r.output
+        meta = read_release(out)[2]
+        assert meta["formal_dp"] is True and meta["sensitivity"] == (6.0 if mech == "laplace" else 2.0) and meta["sampler"] == "numpy"
+    out.unlink()
     assert run("ngrams", "release", str(counts), "-m", "laplace", "-e", "1", "-W", "lots", "-o", str(out)).exit_code == 2
     assert not out.exists()
     r = run("ngrams", "release", str(counts), "-m", "laplace", "-e", "1", "-W", "paper-rule", "--seed", "0", "-o", str(out))
@@ -93,20 +104,27 @@ def test_laplace_needs_W_and_paper_rule_warns(files):
     r = run("ngrams", "release", str(counts), "-m", "laplace-public", "-e", "1", "-W", "3", "--sensitivity", "2", "--seed", "0", "-o", str(out))
     assert r.exit_code == 0 and "warning:" not in r.stderr
     assert read_release(out)[2]["formal_dp"] is True
+    r = run("ngrams", "release", str(counts), "-m", "laplace-public", "-e", "1", "--sensitivity", "1.5", "-o", str(out))
+    assert r.exit_code == 2 and "below the derived global L1 sensitivity 2" in r.output
 
 
 def test_formal_bayesian_and_diagnostics_flag(files):
     counts = files / "counts.npz"
     assert run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(counts)).exit_code == 0
     out = files / "rel.parquet"
-    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "3", "--seed", "0", "-o", str(out))
+    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "30", "--seed", "0", "-o", str(out))
     assert r.exit_code == 0, r.output
     assert "warning:" not in r.stderr and "formal_dp=True" in r.stderr
     _, _, meta = read_release(out)
-    assert meta["formal_dp"] is True and meta["params"]["sensitivity_bound"] == 3.0 and meta["sigma"] > 0
+    assert meta["formal_dp"] is True and meta["params"]["sensitivity_bound"] == 30.0 and meta["sigma"] > 0
     assert run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "-1", "-o", str(out)).exit_code == 2
+    # a number below the derived bound C*sqrt(k) is a usage error naming the bound
+    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "3", "-o", str(out))
+    assert r.exit_code == 2 and "below the derived global L2 sensitivity 7.07107" in r.output
+    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "exact", "-o", str(out))
+    assert r.exit_code == 2 and "--local-sensitivity" in r.output
     # diagnostics only on request, on stderr, with a warning; never in the file
-    r = run("ngrams", "release", str(counts), "-e", "1", "--diagnostics", "--seed", "0", "-o", str(out))
+    r = run("ngrams", "release", str(counts), "-e", "1", "--local-sensitivity", "--diagnostics", "--seed", "0", "-o", str(out))
     assert r.exit_code == 0, r.output
     lines = r.stderr.splitlines()
     diag = [line for line in lines if line.startswith("diagnostics: ")]
@@ -120,7 +138,11 @@ def test_tuned_release(files):
     counts = files / "counts.npz"
     assert run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(counts)).exit_code == 0
     out = files / "rel.tsv"
-    r = run("ngrams", "release", str(counts), "-e", "2", "--tune", "--score", "expected", "--seed", "1", "-o", str(out))
+    r = run("ngrams", "release", str(counts), "-e", "2", "--tune", "--seed", "1", "-o", str(out))
+    assert r.exit_code == 0 and "warning:" not in r.stderr, r.output
+    _, _, meta = read_release(out)  # formal tuning: the choice is post-processing, published
+    assert meta["formal_dp"] is True and meta["params"]["tuning"] == "noisy-holdout" and "S" in meta["params"] and "rho" in meta["params"]
+    r = run("ngrams", "release", str(counts), "-e", "2", "--tune", "--local-sensitivity", "--score", "expected", "--seed", "1", "-o", str(out))
     assert r.exit_code == 0, r.output
     _, _, meta = read_release(out)
     assert meta["mechanism"] == "bayesian-tuned" and meta["params"]["epsilon_tune"] == pytest.approx(2 / 3)
@@ -187,15 +209,15 @@ def test_count_to_stdout_is_a_usage_error(files, monkeypatch):
 
 def test_release_tsv_to_stdout(files):
     counts = _count(files)
-    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "2", "--seed", "0", "-o", "-")
+    r = run("ngrams", "release", str(counts), "-e", "1", "--seed", "0", "--sampler", "numpy", "-o", "-")
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert lines[0].startswith("# deniable-ngrams-release ") and lines[1] == "ngram\tprobability"
     assert sum(float(line.split("\t")[1]) for line in lines[2:]) == pytest.approx(1)
     assert "-> stdout" in r.stderr and "release format" not in r.output
     out = files / "same.tsv"
-    assert run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "2", "--seed", "0", "-o", str(out)).exit_code == 0
-    assert out.read_text() == r.stdout
+    assert run("ngrams", "release", str(counts), "-e", "1", "--seed", "0", "--sampler", "numpy", "-o", str(out)).exit_code == 0
+    assert out.read_text() == r.stdout  # seeded numpy noise is reproducible (OpenDP's never is)
     r = run("ngrams", "release", str(counts), "-e", "1", "--format", "parquet", "-o", "-")
     assert "TSV" in _one_error_line(r, 2)
 
@@ -211,7 +233,7 @@ def test_release_format_must_match_the_name(files, name, fmt, match):
     assert match in _one_error_line(r, 2)
     assert not (files / name).exists()
     # an explicit format with a neutral name is fine
-    r = run("ngrams", "release", str(counts), "-e", "1", "--sensitivity", "2", "--format", "parquet", "-o", str(files / "r.out"))
+    r = run("ngrams", "release", str(counts), "-e", "1", "--format", "parquet", "-o", str(files / "r.out"))
     assert r.exit_code == 0 and (files / "r.out").read_bytes()[:4] == b"PAR1"
 
 

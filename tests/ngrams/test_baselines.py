@@ -96,8 +96,11 @@ def test_k_anonymity_keeps_only_ngrams_of_K_users():
 def test_release_dispatch_and_W_rule():
     m = counts(3, users=40)
     for mech in ("laplace", "laplace-public"):
-        with pytest.raises(ValueError, match="W is required"):
-            ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism=mech, rng=0)
+        with pytest.raises(ValueError, match="W is required"):  # the paper's modes still need an explicit W
+            ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism=mech, local_sensitivity=True, rng=0)
+        # the formal default bounds contributions itself (k n-grams, clamp C): no W needed, no warning
+        rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism=mech, max_ngrams_per_user=4, C=2, sampler="numpy", rng=0)
+        assert rel.formal_dp and rel.sensitivity == (8.0 if mech == "laplace" else 2.0) and rel.sampler == "numpy"
     with pytest.raises(ValueError, match="paper-rule"):
         ngrams.laplace_release(m, epsilon=1.0, W="rule")
     with pytest.warns(PrivacyWarning, match="user count"):
@@ -106,7 +109,13 @@ def test_release_dispatch_and_W_rule():
     meta = rel.metadata()  # the data-derived W and scale are not published
     assert meta["params"]["W"] == "paper-rule" and "laplace_scale" not in meta and "sensitivity" not in meta
     rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", W=1.0, rng=0)
-    assert rel.formal_dp and rel.params["W"] == 1.0
+    assert rel.formal_dp and rel.params["W"] == 1.0 and rel.sensitivity == 1.0
+    with pytest.raises(ValueError, match="below the derived global L1 sensitivity"):
+        ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", W=1.0, sensitivity=0.5, rng=0)
+    with pytest.raises(ValueError, match="below the derived global L1 sensitivity 2"):
+        ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace-public", sensitivity=1.0, rng=0)
+    with pytest.raises(ValueError, match="below the derived global L1 sensitivity 2"):
+        ngrams.laplace_public_release(m, np.ones(12), epsilon=1.0, W=1.0, sensitivity=1.0)
     with pytest.raises(ValueError, match="mechanism"):
         ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="nope")
 

@@ -44,7 +44,7 @@ def test_release_record_contents():
     m, alpha = data(2)
     keys = [f"k{i}" for i in range(10)]
     with pytest.warns(PrivacyWarning, match="NOT a formal differential-privacy guarantee"):
-        rel = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
+        rel = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, local_sensitivity=True, rng=0)
     assert rel.keys == tuple(keys) and rel.mechanism == "bayesian"
     assert rel.epsilon == 0.5 and rel.delta == 1e-6 and rel.calibration == "analytic"
     assert rel.sensitivity_method == "exact" and rel.params["S"] == 0.2 and rel.params["rho"] == 0.4
@@ -57,18 +57,43 @@ def test_release_record_contents():
     assert rel.diagnostics["sigma"] == rel.sigma and rel.diagnostics["n_users"] == 20 and rel.diagnostics["gamma"] > 0
     assert rel.top(2)[0][1] >= rel.top(2)[1][1]
     with pytest.warns(PrivacyWarning):
-        same = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, rng=0)
+        same = ngrams.release(m, alpha, epsilon=0.5, delta=1e-6, S=0.2, rho=0.4, C=1, keys=keys, local_sensitivity=True, rng=0)
     np.testing.assert_array_equal(rel.probabilities, same.probabilities)
 
 
-def test_given_sensitivity_states_add_remove_guarantee():
+def test_caller_number_on_the_paper_path_is_not_formal():
+    """Issue 9: a number passed to the paper's Algorithm 1 is not backed by any enforced bound on
+    the n-grams per user, so it never makes a release formal (it used to)."""
     m, alpha = data(3)
-    rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=3.0, rng=0)  # no warning
-    assert rel.sensitivity_method == "given" and "add/remove" in rel.guarantee and rel.formal_dp
+    with pytest.warns(PrivacyWarning, match="did not derive"):
+        rel = ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=3.0, rng=0)
+    assert rel.sensitivity_method == "given" and not rel.formal_dp
     assert rel.sigma == pytest.approx(ngrams.analytic_sigma(1.0, 1e-6, 0.5 * 3.0))
-    meta = rel.metadata()  # sigma is a function of public parameters only: published
-    assert meta["formal_dp"] is True and meta["sigma"] == rel.sigma and meta["params"]["sensitivity_bound"] == 3.0
-    assert "n_users" not in meta["params"] and "gamma" not in meta["params"]
+    assert "sigma" not in rel.metadata()
+    with pytest.warns(PrivacyWarning):
+        rel = ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=3.0, local_sensitivity=True, rng=0)
+    assert not rel.formal_dp
+
+
+def test_default_release_is_formal_and_silent():
+    """Only epsilon and delta: formal (ε, δ)-DP, no PrivacyWarning (the filterwarnings=error setting
+    of the suite turns any into a failure), sensitivity derived from the enforced bounds."""
+    m, alpha = data(3)
+    rel = ngrams.release(m, alpha, epsilon=1.0, delta=1e-6)
+    assert rel.formal_dp and rel.sensitivity_method == "derived" and rel.mechanism == "bayesian"
+    assert rel.sensitivity == pytest.approx(np.sqrt(ngrams.DEFAULT_MAX_NGRAMS_PER_USER))  # C * sqrt(k), C = 1
+    assert rel.sampler in ("opendp", "numpy") and rel.sampler in rel.guarantee
+    meta = rel.metadata()
+    assert meta["formal_dp"] is True and meta["sigma"] == rel.sigma and meta["sampler"] == rel.sampler
+    assert meta["params"]["max_ngrams_per_user"] == ngrams.DEFAULT_MAX_NGRAMS_PER_USER and "n_users" not in meta["params"]
+    rel = ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=20.0, sampler="numpy", rng=0)
+    assert rel.formal_dp and rel.sensitivity == 20.0 and rel.sensitivity_method == "given"
+    assert rel.sigma == pytest.approx(ngrams.analytic_sigma(1.0, 1e-6, 20.0))
+    with pytest.raises(ValueError, match="below the derived global L2 sensitivity"):
+        ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=2.0)
+    for local in ("exact", "claim1"):
+        with pytest.raises(ValueError, match="local_sensitivity=True"):
+            ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=local)
 
 
 def test_local_sigma_depends_on_the_data_and_is_not_formal():
@@ -82,8 +107,8 @@ def test_local_sigma_depends_on_the_data_and_is_not_formal():
         assert len({round(s, 12) for s in sig}) > 1, method
         with pytest.warns(PrivacyWarning):
             assert not ngrams.bayesian_dp(dense, alpha, epsilon=1.0, delta=1e-6, S=0.1, rho=0.5, sensitivity=method, rng=0).formal_dp
-    # a given global bound: the same sigma on every neighbour
-    sig = {ngrams.prepare_bayesian(sp.csr_matrix(x), alpha, epsilon=1.0, delta=1e-6, S=0.1, rho=0.5, sensitivity=2.0).sigma for x in (dense, dense[1:])}
+    # the formal release: the same sigma on every neighbour
+    sig = {ngrams.release(sp.csr_matrix(x), alpha, epsilon=1.0, delta=1e-6, S=0.1, rho=0.5, sampler="numpy", rng=0).sigma for x in (dense, dense[1:])}
     assert len(sig) == 1
 
 
@@ -95,9 +120,8 @@ def test_classic_calibration_option():
     assert rel.sigma == pytest.approx(ngrams.classic_sigma(0.5, 1e-6, rel.sensitivity))
     with pytest.warns(PrivacyWarning, match="local sensitivity"), pytest.warns(PrivacyWarning, match="epsilon < 1"):
         ngrams.bayesian_dp(m, alpha, epsilon=2.0, delta=1e-6, calibration="classic", rng=0)
-    # a given bound with the classic formula is formal only where its proof holds (epsilon < 1)
-    assert ngrams.bayesian_dp(m, alpha, epsilon=0.5, delta=1e-6, calibration="classic", sensitivity=1.0, rng=0).formal_dp
-    with pytest.warns(PrivacyWarning, match="not proven"), pytest.warns(PrivacyWarning, match="epsilon < 1"):
+    # a given number on this path is never formal (no enforced bound backs it)
+    with pytest.warns(PrivacyWarning, match="did not derive"), pytest.warns(PrivacyWarning, match="epsilon < 1"):
         rel = ngrams.bayesian_dp(m, alpha, epsilon=2.0, delta=1e-6, calibration="classic", sensitivity=1.0, rng=0)
     assert not rel.formal_dp and "sigma" not in rel.metadata()
 
@@ -114,8 +138,8 @@ def test_rho_zero_is_the_public_prior_without_noise():
 def test_public_counts_as_mapping_and_validation():
     m, alpha = data(6)
     keys = [f"k{i}" for i in range(10)]
-    rel = ngrams.bayesian_dp(m, dict(zip(keys, alpha)), keys=keys, epsilon=1.0, delta=1e-6, sensitivity=1.0, rng=0)
-    assert len(rel) == 10
+    rel = ngrams.release(m, dict(zip(keys, alpha)), keys=keys, epsilon=1.0, delta=1e-6, rng=0)
+    assert len(rel) == 10 and rel.keys == tuple(keys)
     with pytest.raises(ValueError, match="entries"):
         ngrams.bayesian_dp(m, alpha[:5], epsilon=1.0, delta=1e-6)
     with pytest.raises(ValueError):
@@ -129,4 +153,10 @@ def test_public_counts_as_mapping_and_validation():
     with pytest.raises(TypeError):
         ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=True)
     with pytest.raises(TypeError):
-        ngrams.bayesian_dp(m, alpha, epsilon=1.0, delta=1e-6, sensitivity=1.0, rng=np.random.RandomState(0))
+        ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, rng=np.random.RandomState(0))
+    with pytest.raises(ValueError, match="max_ngrams_per_user"):
+        ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, max_ngrams_per_user=0)
+    with pytest.raises(TypeError, match="max_ngrams_per_user"):
+        ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, max_ngrams_per_user=2.5)
+    with pytest.raises(ValueError, match="sampler"):
+        ngrams.release(m, alpha, epsilon=1.0, delta=1e-6, sampler="gpu")

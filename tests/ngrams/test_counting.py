@@ -57,7 +57,7 @@ def test_private_only_ngrams_never_released(mechanism):
     vocab = ngrams.build_vocabulary(ngrams.count_public(PUBLIC, 3), n=3)
     users = ngrams.count_users(PRIVATE, vocab)
     kw = {"K": 1} if mechanism == "k-anonymity" else {"W": 2.0} if mechanism.startswith("laplace") else {}
-    if mechanism == "laplace":  # a caller-given W: formal DP, no warning
+    if mechanism != "k-anonymity":  # the formal releases: no warning
         rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, mechanism=mechanism, rng=0, **kw)
     else:
         with pytest.warns(PrivacyWarning):
@@ -74,8 +74,10 @@ def test_private_only_ngrams_never_released(mechanism):
 def test_tuned_release_keys_are_public_only():
     vocab = ngrams.build_vocabulary(ngrams.count_public(PUBLIC, 3), n=3)
     users = ngrams.count_users(PRIVATE * 3, vocab)
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, tune=True, rng=0)  # formal
+    assert rel.keys == vocab.keys and rel.formal_dp
     with pytest.warns(PrivacyWarning):
-        rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, tune=True, rng=0)
+        rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, tune=True, local_sensitivity=True, rng=0)
     assert rel.keys == vocab.keys
 
 

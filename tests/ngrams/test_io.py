@@ -73,13 +73,13 @@ def test_counts_roundtrip(tmp_path):
 @pytest.mark.parametrize("suffix", ["tsv", "parquet"])
 def test_release_roundtrip(tmp_path, suffix):
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=2.0, rng=0)
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     p = tmp_path / f"r.{suffix}"
     write_release(p, rel)
     keys, probs, meta = read_release(p)
     assert keys == rel.keys
     np.testing.assert_array_equal(probs, rel.probabilities)  # repr() of floats is exact
-    assert meta["sigma"] == rel.sigma and meta["guarantee"] == rel.guarantee and meta["formal_dp"] is True
+    assert meta["sigma"] == rel.sigma and meta["guarantee"] == rel.guarantee and meta["formal_dp"] is True and meta["sampler"] == rel.sampler
     assert meta["params"]["n"] == 2 and meta["vocabulary_size"] == len(vocab) and meta["version"]
 
 
@@ -102,10 +102,10 @@ def _numbers(v):
 
 
 LOCAL = {
-    "exact": dict(),
-    "claim1": dict(sensitivity="claim1"),
-    "tuned": dict(tune=True, S_grid=[0.1, 1.0], rho_grid=[0.3, 0.6]),
-    "laplace-public": dict(mechanism="laplace-public", W=5.0),
+    "exact": dict(local_sensitivity=True),
+    "claim1": dict(sensitivity="claim1", local_sensitivity=True),
+    "tuned": dict(tune=True, S_grid=[0.1, 1.0], rho_grid=[0.3, 0.6], local_sensitivity=True),
+    "laplace-public": dict(mechanism="laplace-public", W=5.0, local_sensitivity=True),
     "paper-rule": dict(mechanism="laplace", W="paper-rule"),
     "k-anonymity": dict(mechanism="k-anonymity", K=1),
 }
@@ -128,7 +128,7 @@ def test_written_release_has_no_data_dependent_values(tmp_path, suffix, mode):
     assert meta["formal_dp"] is False and "NOT" in meta["guarantee"]
     for key in ("n_users", "gamma", "sigma", "sensitivity", "laplace_scale", "kept", "tuning_sensitivity", "n_train_users", "diagnostics"):
         assert f'"{key}"' not in header, key
-    assert set(meta) <= {"library", "version", "mechanism", "epsilon", "delta", "formal_dp", "guarantee", "calibration", "sensitivity_method", "vocabulary_size", "params"}
+    assert set(meta) <= {"library", "version", "mechanism", "epsilon", "delta", "formal_dp", "guarantee", "calibration", "sensitivity_method", "sampler", "vocabulary_size", "params"}
     # none of the data-dependent numbers appears anywhere in the metadata text
     secret = {k: v for k, v in rel.diagnostics_json().items() if isinstance(v, (int, float)) and not isinstance(v, bool) and v not in (0, 1) and k not in ("S", "rho")}
     if mode == "tuned":  # the locally tuned choice is a diagnostic; only the public grids are written
@@ -145,19 +145,20 @@ def test_written_release_has_no_data_dependent_values(tmp_path, suffix, mode):
 def test_formal_releases_publish_only_public_scales(tmp_path):
     users, vocab = _bundle()
     lap = ngrams.release(users, vocab, epsilon=0.5, delta=0, mechanism="laplace", W=3.0, rng=0)
-    bay = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=4.0, rng=0)
+    bay = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=8.0, sampler="numpy", rng=0)
     for rel in (lap, bay):
         assert rel.formal_dp
         p = tmp_path / "r.tsv"
         write_release(p, rel)
         _, _, meta = read_release(p)
         assert meta["formal_dp"] is True and "n_users" not in json.dumps(meta)
-    assert read_release(p)[2]["sigma"] == pytest.approx(ngrams.analytic_sigma(1.0, 1e-6, 0.5 * 4.0))
+    assert read_release(p)[2]["sigma"] == pytest.approx(ngrams.analytic_sigma(1.0, 1e-6, 8.0))
+    assert read_release(p)[2]["sampler"] == "numpy" and read_release(p)[2]["sensitivity"] == 8.0
 
 
 def test_failed_write_leaves_target_untouched(tmp_path):
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=1.0, rng=0)
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     p = tmp_path / "r.tsv"
     p.write_text("old")
     with pytest.raises(ValueError):
@@ -242,6 +243,54 @@ def test_load_counts_rejects_anything_else_in_one_line(tmp_path, make):
     assert "\n" not in msg and "pickle" not in msg and info.value.path == str(p)
 
 
+def _tamper(src, dst, **changes):
+    with np.load(src, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays.update(changes)
+    np.savez(dst, **arrays)
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda z: {"indices": np.array([0, 1, 999, 2, 1, 0], dtype=np.int32)[: z["indices"].size]}, r"n-gram index 999 at position 2 is out of range: the vocabulary has \d+ n-grams"),
+        (lambda z: {"indices": -z["indices"] - 1}, r"n-gram index -1 at position 0 is out of range"),
+        (lambda z: {"data": np.where(np.arange(z["data"].size) == 1, -3, z["data"])}, r"count -3 at position 1 is negative"),
+        (lambda z: {"data": np.where(np.arange(z["data"].size) == 0, np.nan, z["data"].astype(float))}, r"count nan at position 0 is not a finite number"),
+        (lambda z: {"data": np.full(z["data"].size, np.inf)}, r"not a finite number"),
+        (lambda z: {"indptr": z["indptr"][::-1].copy()}, r"inconsistent sparse layout"),
+        (lambda z: {"indptr": z["indptr"][:-1]}, r"'indptr' has \d+ entries for \d+ users"),
+        (lambda z: {"data": z["data"][:-1]}, r"inconsistent sparse layout"),
+        (lambda z: {"shape": np.array([2, 3, 4])}, r"'shape' must be two non-negative integers"),
+        (lambda z: {"keys": z["keys"][:-1]}, r"'keys' must hold one string per n-gram column"),
+        (lambda z: {"public_counts": -np.ones(z["public_counts"].size)}, r"'public_counts' must be finite and >= 0"),
+        (lambda z: {"data": z["data"].astype(str)}, r"must be a 1-D numeric array"),
+    ],
+)
+def test_tampered_counts_bundle_one_clear_line(tmp_path, change, match):
+    """Issue 14 item 5: out-of-range indices, negative/NaN counts, a broken layout: one DataError
+    naming the file and what is wrong, never a numpy or scipy error."""
+    users, vocab = _bundle()
+    good = tmp_path / "good.npz"
+    save_counts(good, users, vocab)
+    with np.load(good) as z:
+        changes = change({k: z[k] for k in z.files})
+    bad = tmp_path / "bad.npz"
+    _tamper(good, bad, **changes)
+    with pytest.raises(DataError, match=match) as info:
+        load_counts(bad)
+    msg = str(info.value)
+    assert msg.startswith(f"{bad}: not a counts bundle written by `deniable ngrams count`: ") and "\n" not in msg
+
+
+def test_counts_with_negative_or_nan_values_in_the_api_are_rejected():
+    import scipy.sparse as sp
+
+    for bad in (np.array([[1.0, -1.0]]), np.array([[np.nan, 1.0]])):
+        with pytest.raises(ValueError, match="finite and >= 0"):
+            ngrams.release(sp.csr_matrix(bad), np.ones(2), epsilon=1.0, delta=1e-6)
+
+
 @pytest.mark.parametrize(
     "path,fmt,expected",
     [("r.tsv", None, "tsv"), ("r.TSV", None, "tsv"), ("r.tsv.gz", None, "tsv"), ("r.parquet", None, "parquet"), ("r.out", "tsv", "tsv"), ("-", None, "tsv"), ("-", "tsv", "tsv")],
@@ -267,7 +316,7 @@ def test_outputs_get_normal_permissions(tmp_path):
     import os
 
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=2.0, rng=0)
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     old = os.umask(0o022)
     try:
         for p in (tmp_path / "c.npz", tmp_path / "r.tsv", tmp_path / "r.parquet"):
@@ -281,7 +330,7 @@ def test_outputs_get_normal_permissions(tmp_path):
 
 def test_gzipped_tsv_release_roundtrip(tmp_path):
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=2.0, rng=0)
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     p = tmp_path / "r.tsv.gz"
     write_release(p, rel)
     assert p.read_bytes()[:2] == b"\x1f\x8b"

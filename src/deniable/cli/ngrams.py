@@ -1,8 +1,9 @@
 """``deniable ngrams``: count n-grams per user, release their distribution with DP, evaluate it.
 
     deniable ngrams count users.jsonl --public public.txt -n 3 --max-vocab 50000 -o counts.npz
-    deniable ngrams release counts.npz -e 1 -d 1e-6 --sensitivity 2 -o release.tsv   # Algorithm 1, formal DP
-    deniable ngrams release counts.npz -e 1 -d 1e-6 --tune -o release.parquet   # Algorithm 2 (not formal)
+    deniable ngrams release counts.npz -e 1 -d 1e-6 -o release.tsv            # formal (ε, δ)-DP Bayesian release
+    deniable ngrams release counts.npz -e 1 -d 1e-6 --tune -o release.parquet # formal, (S, ρ) chosen privately
+    deniable ngrams release counts.npz -e 1 --local-sensitivity -o paper.tsv  # the paper's calibration (not formal)
     deniable ngrams evaluate release.tsv --counts counts.npz --heldout heldout.npz --smoothing 1e-3
 
 The vocabulary is built from the PUBLIC files only; private n-grams outside it are dropped and never
@@ -10,7 +11,7 @@ released. Outputs are written atomically with :func:`deniable.cli._io.atomic_out
 bundle must go to a file, a release may go to stdout as TSV (``-o -``), and ``--format`` must agree
 with a ``.tsv``/``.parquet`` name (usage errors, exit 2). Bad input files exit 1 with one line.
 Release files hold only data-independent metadata; a release that is not formally DP (the paper's
-local-sensitivity calibrations, ``-W paper-rule``, k-anonymity) prints one ``warning:`` line on
+local-sensitivity calibrations behind ``--local-sensitivity``, ``-W paper-rule``, k-anonymity) prints one ``warning:`` line on
 stderr. ``--diagnostics`` prints the data-dependent values (user count, local sensitivities, σ,
 tuned (S, ρ)) on stderr: they are NOT privatized.
 """
@@ -27,6 +28,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import DataError
+
+# = deniable.ngrams.bounding.DEFAULT_MAX_NGRAMS_PER_USER (kept literal so the CLI starts without scipy; a test checks)
+DEFAULT_MAX_NGRAMS_PER_USER = 50
 
 MECHANISMS = ("bayesian", "laplace", "laplace-public", "k-anonymity")
 
@@ -55,13 +59,13 @@ def _unit(ctx: click.Context, param: click.Parameter, value: float | None) -> fl
     return value
 
 
-def _sensitivity(ctx: click.Context, param: click.Parameter, value: str) -> str | float:
-    if value in ("exact", "claim1"):
+def _sensitivity(ctx: click.Context, param: click.Parameter, value: str | None) -> str | float | None:
+    if value is None or value in ("exact", "claim1"):
         return value
     try:
         v = float(value)
     except ValueError:
-        raise click.BadParameter(f"must be 'exact', 'claim1' or a number > 0 (a global bound), got {value!r}") from None
+        raise click.BadParameter(f"must be a number > 0 (>= the derived bound), or 'exact'/'claim1' with --local-sensitivity, got {value!r}") from None
     if not (math.isfinite(v) and v > 0):
         raise click.BadParameter(f"a sensitivity bound must be a finite number > 0, got {value}")
     return v
@@ -160,23 +164,27 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
 @click.option("-S", "S", type=float, callback=_positive, default=1.0, show_default=True, help="Decay weight slope S (Equation 5).")
 @click.option("--rho", type=float, callback=_unit, default=0.5, show_default=True, help="Private/public weighting ρ.")
 @click.option("-C", "C", type=float, callback=_positive, default=1.0, show_default=True, help="Per-user clamp C (§3.1).")
-@click.option("--tune", is_flag=True, help="Choose S and ρ privately (Algorithm 2).")
-@click.option("--score", type=click.Choice(["mean", "expected"]), default="mean", show_default=True, help="Tuning score: the paper's (noiseless mean) or the expected score over noise draws.")
-@click.option("--sensitivity", default="exact", show_default=True, callback=_sensitivity, help="'exact' or 'claim1' (the paper: local sensitivity, NOT formal DP), or a number: a global bound (bayesian: on the L2 change of w*xhat; laplace-public: on the L1 change, 2 always holds) giving formal DP.")
-@click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True)
-@click.option("-W", "W", default=None, callback=_cap, help="Per-user total cap of the Laplace baselines, required for them: a number chosen without the private data (formal DP), or 'paper-rule' for max(1, users/1000) from the private user count (NOT formal DP).")
+@click.option("-k", "--max-ngrams-per-user", "max_ngrams", type=click.IntRange(min=1), default=DEFAULT_MAX_NGRAMS_PER_USER, show_default=True, help="Contribution bound enforced by the formal releases: at most this many distinct n-grams per user (a random subset).")
+@click.option("--tune", is_flag=True, help="Choose S and rho privately: formal: on a noisy validation split at no extra budget; with --local-sensitivity: Algorithm 2 (not formal).")
+@click.option("--score", type=click.Choice(["mean", "expected"]), default="mean", show_default=True, help="Algorithm 2's tuning score with --local-sensitivity: the paper's (noiseless mean) or the expected score over noise draws.")
+@click.option("--local-sensitivity", "local", is_flag=True, help="Reproduce the paper's local-sensitivity calibrations (NOT formal DP; a warning line says so).")
+@click.option("--sensitivity", default=None, callback=_sensitivity, help="Formal: a number >= the derived global bound (more noise); default: the derived bound. With --local-sensitivity: 'exact' (default) or 'claim1'.")
+@click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True, help="Gaussian calibration of the --local-sensitivity Bayesian modes.")
+@click.option("-W", "W", default=None, callback=_cap, help="Laplace baselines: a per-user total cap (a number chosen without the private data: formal), or 'paper-rule' for max(1, users/1000) from the private user count (NOT formal DP). Default: the -k/-C bounds.")
 @click.option("-K", "K", type=click.IntRange(min=1), default=50, show_default=True, help="k-anonymity threshold.")
+@click.option("--sampler", type=click.Choice(["auto", "opendp", "numpy"]), default="auto", show_default=True, help="Noise sampler of the formal releases: OpenDP (exact, floating-point safe; 'auto' uses it when installed) or numpy.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "parquet"]), default=None, help="Output format (default: from the suffix; must agree with a .tsv/.parquet suffix).")
-@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (reproducible experiments only).")
-@click.option("--diagnostics", "show_diagnostics", is_flag=True, help="Print data-dependent diagnostics (user count, local sensitivity, sigma, tuned S and rho) as JSON on stderr. NOT privatized: never publish them.")
-def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float, rho: float, C: float, tune: bool, score: str, sensitivity: str | float, calibration: str, W: float | str | None, K: int, fmt: str | None, seed: int | None, show_diagnostics: bool) -> None:
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (reproducible experiments only; OpenDP's noise comes from the OS's secure generator and is never seeded).")
+@click.option("--diagnostics", "show_diagnostics", is_flag=True, help="Print data-dependent diagnostics (user count, local sensitivity, sigma) as JSON on stderr. NOT privatized: never publish them.")
+def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float, rho: float, C: float, max_ngrams: int, tune: bool, score: str, local: bool, sensitivity: str | float | None, calibration: str, W: float | str | None, K: int, sampler: str, fmt: str | None, seed: int | None, show_diagnostics: bool) -> None:
     """Release the n-gram distribution of a COUNTS bundle (user level).
 
-    Formal (epsilon, delta)-DP only with a data-independent noise scale: -m laplace with a number
-    -W, -m laplace-public with a number -W and --sensitivity NUMBER, or bayesian with
-    --sensitivity NUMBER (a global bound). The defaults reproduce the paper (local sensitivity)
-    and are NOT a formal guarantee: a warning line says so. The release file holds only
-    data-independent metadata.
+    By default formal (epsilon, delta)-DP for any data: each user's contribution is bounded
+    (-k distinct n-grams, counts clamped to -C), the bounded counts get noise for the derived
+    global sensitivity, and the public prior is combined as post-processing. -m laplace and
+    -m laplace-public are formal too. --local-sensitivity (the paper's calibrations), -W
+    paper-rule and -m k-anonymity are NOT formal: a warning line says so. The release file holds
+    only data-independent metadata.
     """
     from ..ngrams import release as do_release
     from ..ngrams.io import load_counts, release_format, write_release
@@ -189,12 +197,14 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
         raise click.UsageError("--epsilon is required for the DP mechanisms")
     if tune and mechanism != "bayesian":
         raise click.UsageError("--tune applies to the bayesian mechanism only")
-    if mechanism in ("laplace", "laplace-public") and W is None:
-        raise click.UsageError(f"-W is required for -m {mechanism}: a per-user cap chosen without the private data, or 'paper-rule' for max(1, users/1000) (data dependent: NOT formal DP)")
+    if isinstance(sensitivity, str) and not local:
+        raise click.UsageError(f"--sensitivity {sensitivity} is the paper's local sensitivity (NOT DP): add --local-sensitivity to reproduce the paper, or omit --sensitivity for the formal release")
+    if local and mechanism in ("laplace", "laplace-public") and W is None:
+        raise click.UsageError(f"-W is required for -m {mechanism} with --local-sensitivity: a per-user cap, or 'paper-rule' for max(1, users/1000) (data dependent: NOT formal DP)")
     if mechanism == "laplace-public" and sensitivity == "claim1":
         raise click.UsageError("--sensitivity claim1 applies to the bayesian mechanism only")
-    if tune and not isinstance(sensitivity, str):
-        raise click.UsageError("--tune needs --sensitivity exact or claim1 (computed per candidate)")
+    if local and tune and sensitivity is not None and not isinstance(sensitivity, str):
+        raise click.UsageError("--tune with --local-sensitivity needs --sensitivity exact or claim1 (computed per candidate)")
     bar = _bar("release", total=3, unit="step")
     caught: list[warnings.WarningMessage] = []
     try:
@@ -213,12 +223,15 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
                 S=S,
                 rho=rho,
                 C=C,
+                max_ngrams_per_user=max_ngrams,
                 sensitivity=sensitivity,
+                local_sensitivity=local,
                 calibration=calibration,
                 tune=tune,
                 score=score,
                 W=W,
                 K=K,
+                sampler=sampler,
                 rng=seed,
             )
         bar.update(1)
@@ -240,7 +253,9 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
     eps = "none (not DP)" if rel.epsilon is None else f"{rel.epsilon:g}"
     # sigma is published only when it is data independent (formal DP); otherwise it is a diagnostic
     sigma = f", sigma={rel.sigma:.6g} ({rel.calibration})" if rel.formal_dp and rel.sigma is not None else ""
-    click.echo(f"{rel.mechanism}: epsilon={eps}, delta={rel.delta}{sigma}, formal_dp={rel.formal_dp}, {len(rel)} n-grams -> {where}", err=True)
+    scale = f", laplace_scale={rel.laplace_scale:.6g}" if rel.formal_dp and rel.laplace_scale is not None else ""
+    noise = f", sampler={rel.sampler}" if rel.sampler else ""
+    click.echo(f"{rel.mechanism}: epsilon={eps}, delta={rel.delta}{sigma}{scale}{noise}, formal_dp={rel.formal_dp}, {len(rel)} n-grams -> {where}", err=True)
     if show_diagnostics:
         click.echo("warning: the diagnostics below are computed from the private data and are NOT privatized; do not publish them", err=True)
         click.echo("diagnostics: " + json.dumps(rel.diagnostics_json(), sort_keys=True), err=True)

@@ -9,30 +9,36 @@ k-anonymity, and the §4.4-§5 evaluations.
 Privacy rule: the n-gram vocabulary comes from PUBLIC data only (:func:`build_vocabulary`), so a
 release never contains a private-only n-gram. Adjacency is user level (one user's whole data).
 
-Guarantees. ``Release.formal_dp`` is True only when the noise scale is data independent:
-``mechanism="laplace"`` with a number W, ``"laplace-public"`` with a number W and a number
-``sensitivity`` (2 always bounds it), ``"bayesian"`` with ``sensitivity=<number>`` (a global bound)
-and the analytic calibration (or classic with ε < 1). The paper's own calibrations — the default
-``sensitivity="exact"``, ``"claim1"``, ``tune=True``, Laplace + public's local sensitivity and
-``W="paper-rule"`` — reproduce Ramadan et al. but are NOT formal DP guarantees: ``formal_dp`` is
-False, the guarantee text says so, and a :class:`~deniable.errors.PrivacyWarning` is emitted.
-Data-dependent values (user count, local sensitivities, σ derived from them, tuned (S, ρ)) are
-only in ``Release.diagnostics``, which release files never contain.
+Guarantees. The default release is formal (ε, δ)-DP by construction
+(:mod:`deniable.ngrams.formal`): ``release`` bounds each user's contribution itself (at most
+``max_ngrams_per_user`` distinct n-grams, counts clamped to C), noises the bounded counts for the
+global sensitivity derived from those bounds (OpenDP's samplers when installed), and combines
+them with the public prior as post-processing. Laplace (bounds k and C, or a numeric cap W) and
+Laplace + public (L1 sensitivity 2) are formal too. The paper's local-sensitivity calibrations
+(``local_sensitivity=True``: exact or Claim 1 sensitivity, Algorithm 2, Laplace + public's local
+L1) and ``W="paper-rule"`` reproduce Ramadan et al. but are NOT formal DP guarantees:
+``formal_dp`` is False, the guarantee text says so, and a
+:class:`~deniable.errors.PrivacyWarning` is emitted. Data-dependent values (user count, local
+sensitivities, σ derived from them) are only in ``Release.diagnostics``, which release files never
+contain.
 
 Quick use::
 
     from deniable import ngrams
     vocab = ngrams.build_vocabulary(ngrams.count_public(public_texts, 3), n=3, max_size=50_000)
     users = ngrams.count_users(((u, t) for u, t in records), vocab)
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
-    rel.top(10), rel.formal_dp, rel.guarantee, rel.diagnostics   # paper's method: PrivacyWarning
-    formal = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=2.0, rng=0)  # formal_dp
+    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6)       # formal (ε, δ)-DP
+    rel.top(10), rel.formal_dp, rel.guarantee, rel.sampler
+    tuned = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, tune=True)   # formal, (S, ρ) chosen privately
+    paper = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, local_sensitivity=True, rng=0)  # PrivacyWarning
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+
+import numpy as np
 
 from .._rng import RNGLike
 from .baselines import (
@@ -55,6 +61,8 @@ from .counting import (
     ngrams_of,
     users_per_ngram,
 )
+from .bounding import DEFAULT_MAX_NGRAMS_PER_USER, bound_contributions, l1_sensitivity, l2_sensitivity
+from .formal import DEFAULT_TUNE_RHO_GRID, DEFAULT_TUNE_S_GRID, formal_bayesian, formal_laplace, formal_laplace_public
 from .evaluate import kl_divergence, membership_inference, private_distribution, smooth, trigram_perplexity
 from .gaussian import analytic_sigma, classic_sigma, gaussian_delta
 from .release import LOCAL_SENSITIVITY_NOTE, Release
@@ -70,6 +78,13 @@ __all__ = [
     "Vocabulary",
     "UserCounts",
     "BayesianPlan",
+    "DEFAULT_MAX_NGRAMS_PER_USER",
+    "bound_contributions",
+    "l1_sensitivity",
+    "l2_sensitivity",
+    "formal_bayesian",
+    "formal_laplace",
+    "formal_laplace_public",
     "ngrams_of",
     "count_public",
     "build_vocabulary",
@@ -116,25 +131,33 @@ def release(
     S: float = 1.0,
     rho: float = 0.5,
     C: float = 1,
-    sensitivity: str | float = "exact",
+    max_ngrams_per_user: int = DEFAULT_MAX_NGRAMS_PER_USER,
+    sensitivity: str | float | None = None,
+    local_sensitivity: bool = False,
     calibration: str = "analytic",
     tune: bool = False,
-    S_grid: Sequence[float] = DEFAULT_S_GRID,
-    rho_grid: Sequence[float] = DEFAULT_RHO_GRID,
+    S_grid: Sequence[float] | None = None,
+    rho_grid: Sequence[float] | None = None,
     tune_fraction: float = 1.0 / 3.0,
     validation_fraction: float = 0.1,
     score: str = "mean",
     W: float | str | None = None,
     K: int = 50,
+    sampler: str = "auto",
     keys: Sequence[str] | None = None,
     rng: RNGLike = None,
 ) -> Release:
     """Release an n-gram distribution over the public vocabulary (user level).
 
-    Guarantee: formal (ε, δ)-DP under user-level add/remove adjacency only when the returned
-    ``formal_dp`` is True (see the module docstring). The default (Bayesian with the exact local
-    sensitivity, as in the paper) is NOT a formal guarantee and emits a PrivacyWarning; pass
-    ``sensitivity=<global bound>`` for formal DP.
+    Guarantee: by default formal (ε, δ)-DP under user-level add/remove adjacency, for any data
+    (``formal_dp`` True, no warning): the release itself bounds every user's contribution (at most
+    ``max_ngrams_per_user`` distinct n-grams, a random subset, counts clamped to ``C``), derives
+    the global sensitivity of exactly the statistic it perturbs (L2 C·√k for the Gaussian
+    Bayesian release, L1 C·k or W for Laplace, 2 for Laplace + public) and combines the noisy
+    counts with the public prior as post-processing (:mod:`deniable.ngrams.formal`). The paper's
+    local-sensitivity calibrations are reachable only with ``local_sensitivity=True`` (NOT
+    formal: ``formal_dp`` False and a PrivacyWarning); so is ``W="paper-rule"``; k-anonymity is
+    not DP.
 
     Parameters
     ----------
@@ -142,42 +165,91 @@ def release(
     public_counts : the public prior α: a :class:`Vocabulary`, an aligned array, or a mapping.
     epsilon, delta : total privacy parameters (``delta`` is unused by the Laplace baselines,
         which are (ε, 0)-DP, and by k-anonymity, which is not DP).
-    mechanism : "bayesian" (Algorithm 1; Algorithm 2 when ``tune``), "laplace", "laplace-public",
-        or "k-anonymity" (NOT differentially private; a comparison baseline).
-    S, rho, C : Algorithm 1 hyperparameters (ignored when ``tune``, except C).
-    sensitivity : "exact" (default; local, not formal DP), "claim1" (local) or a number (a global
-        bound: formal DP; see :func:`bayesian_dp`). For "laplace-public": "exact" (local) or a
-        number bounding the L1 sensitivity (2 always does).
-    calibration : "analytic" (default, any ε) or "classic" (the paper's; ε < 1 only).
-    tune : run Algorithm 2 (choice of S, ρ by report-noisy-min over ``S_grid`` × ``rho_grid``, not
-        formal DP since its scales are local; ε split
-        ``1 − tune_fraction`` / ``tune_fraction``, ``validation_fraction`` of users held out;
-        ``score`` "mean" as in the paper or "expected", see :func:`end_to_end_dp`).
-    W : per-user total cap for the Laplace baselines, REQUIRED for them: a number chosen without
-        the private data (formal DP; with a public bound B on the number of users, the paper's
-        rule is ``max(1, B/1000)``), or ``"paper-rule"`` for max(1, |U|/1000) computed from the
-        private user count (§4.3; NOT formal DP, PrivacyWarning).
+    mechanism : "bayesian" (default), "laplace", "laplace-public", or "k-anonymity" (NOT
+        differentially private; a comparison baseline).
+    S, rho : decay slope (Equation 5) and private weight ρ (ignored when ``tune``).
+    C, max_ngrams_per_user : the per-user bounds the formal releases enforce (count clamp C; at
+        most k distinct n-grams per user). The paper's modes use C only.
+    sensitivity : formal modes: None (the derived global bound) or a number >= it (more noise;
+        a smaller number is a ValueError). With ``local_sensitivity=True``: "exact" (default),
+        "claim1" (Bayesian) or a number (the paper's paths; not formal).
+    local_sensitivity : reproduce the paper's local-sensitivity calibrations (Algorithm 1 with
+        the exact or Claim 1 sensitivity, Algorithm 2, Laplace + public's local L1): NOT formal DP.
+    calibration : local Bayesian modes only: "analytic" (default) or "classic" (ε < 1).
+    tune : choose (S, ρ). Formal: on a noisy validation split at no extra budget (see
+        :func:`~deniable.ngrams.formal.formal_bayesian`; grids default to
+        ``formal.DEFAULT_TUNE_S_GRID`` × ``DEFAULT_TUNE_RHO_GRID``). Local: Algorithm 2
+        (report-noisy-min with local scales, ε split by ``tune_fraction``, ``score``).
+    validation_fraction : share of users used to score the candidates when ``tune``.
+    W : Laplace baselines: None (bounds k and C, formal), a number (the paper's per-user total cap,
+        chosen without the private data: formal), or "paper-rule" (max(1, |U|/1000) from the
+        private user count, §4.3; NOT formal, PrivacyWarning).
     K : k-anonymity threshold.
+    sampler : formal modes: "auto" (OpenDP when installed, else numpy), "opendp" or "numpy";
+        the release records the one used (:mod:`deniable.ngrams.noise`).
     keys : column keys when ``user_counts`` is a bare matrix.
-    rng : Generator, seed or None.
+    rng : Generator, seed or None (bounding subsets, splits; noise only with the numpy sampler).
 
     Returns
     -------
     :class:`Release` — probabilities, keys, ε, δ, ``formal_dp``, the guarantee in words, the
-    public parameters (``params``), and the data-dependent values (``diagnostics``, never written
-    to release files).
+    sampler, the public parameters (``params``), and the data-dependent values
+    (``diagnostics``, never written to release files).
     """
-    rel = _dispatch(
-        user_counts, public_counts, epsilon=epsilon, delta=delta, mechanism=mechanism, S=S, rho=rho, C=C,
-        sensitivity=sensitivity, calibration=calibration, tune=tune, S_grid=S_grid, rho_grid=rho_grid,
-        tune_fraction=tune_fraction, validation_fraction=validation_fraction, score=score, W=W, K=K, keys=keys, rng=rng,
-    )
+    if not isinstance(local_sensitivity, (bool, np.bool_)):
+        raise TypeError(f"local_sensitivity must be True or False, got {local_sensitivity!r}")
+    if local_sensitivity:
+        rel = _dispatch_local(
+            user_counts, public_counts, epsilon=epsilon, delta=delta, mechanism=mechanism, S=S, rho=rho, C=C,
+            sensitivity="exact" if sensitivity is None else sensitivity, calibration=calibration, tune=tune,
+            S_grid=DEFAULT_S_GRID if S_grid is None else S_grid, rho_grid=DEFAULT_RHO_GRID if rho_grid is None else rho_grid,
+            tune_fraction=tune_fraction, validation_fraction=validation_fraction, score=score, W=W, K=K, keys=keys, rng=rng,
+        )
+    else:
+        rel = _dispatch_formal(
+            user_counts, public_counts, epsilon=epsilon, delta=delta, mechanism=mechanism, S=S, rho=rho, C=C,
+            max_ngrams_per_user=max_ngrams_per_user, sensitivity=sensitivity, tune=tune,
+            S_grid=DEFAULT_TUNE_S_GRID if S_grid is None else S_grid, rho_grid=DEFAULT_TUNE_RHO_GRID if rho_grid is None else rho_grid,
+            validation_fraction=validation_fraction, W=W, K=K, sampler=sampler, keys=keys, rng=rng,
+        )
     if isinstance(public_counts, Vocabulary) and "n" not in rel.params:
         rel = dataclasses.replace(rel, params={**rel.params, "n": int(public_counts.n)})
     return rel
 
 
-def _dispatch(user_counts: object, public_counts: object, *, epsilon: float, delta: float, mechanism: str, S: float, rho: float, C: float, sensitivity: str | float, calibration: str, tune: bool, S_grid: Sequence[float], rho_grid: Sequence[float], tune_fraction: float, validation_fraction: float, score: str, W: float | str | None, K: int, keys: Sequence[str] | None, rng: RNGLike) -> Release:
+def _dispatch_formal(user_counts: object, public_counts: object, *, epsilon: float, delta: float, mechanism: str, S: float, rho: float, C: float, max_ngrams_per_user: int, sensitivity: object, tune: bool, S_grid: Sequence[float], rho_grid: Sequence[float], validation_fraction: float, W: float | str | None, K: int, sampler: str, keys: Sequence[str] | None, rng: RNGLike) -> Release:
+    if tune and mechanism != "bayesian":
+        raise ValueError("tune applies to the bayesian mechanism only")
+    if mechanism == "bayesian":
+        if W is not None:
+            raise ValueError("W applies to the Laplace mechanisms only")
+        return formal_bayesian(
+            user_counts, public_counts, epsilon=epsilon, delta=delta, S=S, rho=rho, C=C, max_ngrams_per_user=max_ngrams_per_user,
+            sensitivity=sensitivity, tune=tune, S_grid=S_grid, rho_grid=rho_grid, validation_fraction=validation_fraction,
+            sampler=sampler, keys=keys, rng=rng,  # type: ignore[arg-type]
+        )
+    if mechanism in ("laplace", "laplace-public"):
+        if W == PAPER_RULE:  # explicit opt-in to the paper's data-dependent cap (not formal, warns)
+            if mechanism == "laplace":
+                return laplace_release(user_counts, epsilon=epsilon, W=W, keys=keys, rng=rng)
+            return laplace_public_release(
+                user_counts, public_counts, epsilon=epsilon, W=W, sensitivity=2.0 if sensitivity is None else sensitivity, keys=keys, rng=rng  # type: ignore[arg-type]
+            )
+        if mechanism == "laplace":
+            return formal_laplace(
+                user_counts, epsilon=epsilon, W=W, C=C, max_ngrams_per_user=max_ngrams_per_user, sensitivity=sensitivity,  # type: ignore[arg-type]
+                sampler=sampler, keys=keys, rng=rng,
+            )
+        return formal_laplace_public(
+            user_counts, public_counts, epsilon=epsilon, W=W, C=C, max_ngrams_per_user=max_ngrams_per_user,  # type: ignore[arg-type]
+            sensitivity=sensitivity, sampler=sampler, keys=keys, rng=rng,  # type: ignore[arg-type]
+        )
+    if mechanism == "k-anonymity":
+        return k_anonymity_release(user_counts, K=K, keys=keys)
+    raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+
+
+def _dispatch_local(user_counts: object, public_counts: object, *, epsilon: float, delta: float, mechanism: str, S: float, rho: float, C: float, sensitivity: str | float, calibration: str, tune: bool, S_grid: Sequence[float], rho_grid: Sequence[float], tune_fraction: float, validation_fraction: float, score: str, W: float | str | None, K: int, keys: Sequence[str] | None, rng: RNGLike) -> Release:
     if mechanism == "bayesian":
         if tune:
             return end_to_end_dp(
@@ -212,7 +284,7 @@ def _dispatch(user_counts: object, public_counts: object, *, epsilon: float, del
     if mechanism in ("laplace", "laplace-public"):
         if W is None:
             raise ValueError(
-                f"W is required for mechanism {mechanism!r}: a per-user cap chosen without the private data, "
+                f"W is required for mechanism {mechanism!r} with local_sensitivity=True: a per-user cap, "
                 f"or W={PAPER_RULE!r} for the paper's max(1, |U|/1000) (data dependent: not formal DP)"
             )
         if mechanism == "laplace":

@@ -111,6 +111,7 @@ def laplace_release(
         laplace_scale=b,
         sensitivity=W,
         sensitivity_method="cap",
+        sampler="numpy",
         params={"W": W if public_W else PAPER_RULE, "vocabulary_size": int(V)},
         diagnostics=diagnostics,
     )
@@ -177,6 +178,11 @@ def laplace_public_release(
         raise TypeError(f"sensitivity must be 'exact' or a number > 0, got {sensitivity!r}")
     else:
         sensitivity = check_positive("sensitivity", float(sensitivity))
+        if sensitivity < 2.0:
+            raise ValueError(
+                f"sensitivity={sensitivity:g} is below the derived global L1 sensitivity 2 of c/|c|_1 - alpha "
+                "(a difference of two distributions); pass a number >= 2, or 'exact' for the paper's local value (not DP)"
+            )
     n_users = int(_as_csr(user_counts).shape[0])
     W, public_W = _resolve_W(W, n_users)
     m = cap_user_totals(user_counts, W)
@@ -226,6 +232,7 @@ def laplace_public_release(
         laplace_scale=b,
         sensitivity=sens,
         sensitivity_method="given" if given else "exact",
+        sampler="numpy",
         params=params,
         diagnostics=diagnostics,
     )

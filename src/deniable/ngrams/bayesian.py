@@ -11,18 +11,15 @@ to the L2 sensitivity ‖Δμ_ps‖₂ = ρ·γ, with γ the exact brute-force s
 (:mod:`deniable.ngrams.sensitivity`), by the analytic Gaussian mechanism (default, valid for every
 ε) or the paper's classic formula (valid for ε < 1 only).
 
-Guarantee. Formal (ε, δ)-DP under user-level add/remove adjacency (one user's whole data) holds
-only with ``sensitivity=<number>``: a caller-supplied bound on ‖Δ(w⊙x̂)‖₂ over EVERY pair of
-datasets differing in one user, so that σ does not depend on the data (and a valid calibration:
-"analytic", or "classic" with ε < 1). The n-gram vocabulary and α are public.
-
-With ``sensitivity="exact"`` (default) or ``"claim1"`` the release reproduces the paper: γ is
-computed on the input (the maximum over removing each of its users, or Claim 1's bound, which is
-also a function of the input), i.e. a LOCAL sensitivity. σ then differs between D and D₋ₙ, so it
-is not (ε, δ)-DP in the formal sense, not even for removal only: ``formal_dp`` is False, the
-release says so (:data:`~deniable.ngrams.release.LOCAL_SENSITIVITY_NOTE`), a
-:class:`~deniable.errors.PrivacyWarning` is emitted, and γ, σ and the user count are kept in
-``Release.diagnostics`` (never written to release files).
+Guarantee: NONE in the formal sense — this module reproduces the paper. With
+``sensitivity="exact"`` (default) or ``"claim1"`` γ is computed on the input (a LOCAL sensitivity:
+σ differs between D and D₋ₙ), and with a number nothing bounds how many n-grams one user
+contributes, so the number is not backed by an enforced bound. ``formal_dp`` is False, the release
+says so (:data:`~deniable.ngrams.release.LOCAL_SENSITIVITY_NOTE`), a
+:class:`~deniable.errors.PrivacyWarning` is emitted, and γ, σ and the user count stay in
+``Release.diagnostics`` (never written to release files). The formal release, with bounds the
+library enforces and noise on the bounded counts, is :mod:`deniable.ngrams.formal` (the default of
+:func:`deniable.ngrams.release`; here reached with ``local_sensitivity=True``).
 """
 
 from __future__ import annotations
@@ -88,25 +85,21 @@ def _check_sensitivity(sensitivity: object) -> str | float:
 
 
 def is_formal(method: str, calibration: str, epsilon: float) -> bool:
-    """Whether Algorithm 1 with this sensitivity method and calibration is formally (ε, δ)-DP.
+    """Whether this paper-reproduction path is formally (ε, δ)-DP: never.
 
-    Only a caller-given global sensitivity bound gives a data-independent σ; the classic
-    calibration is proven for ε < 1 only (Dwork & Roth, Theorem A.1).
+    The sensitivity here is local ("exact", "claim1") or a caller's number that no enforced
+    contribution bound backs (nothing limits how many n-grams one user has). The formal release
+    is :func:`deniable.ngrams.formal.formal_bayesian` (the default of :func:`deniable.ngrams.release`).
     """
-    return method == "given" and (calibration == "analytic" or epsilon < 1)
+    return False
 
 
 def guarantee_text(epsilon: float, delta: float, method: str, calibration: str = "analytic") -> str:
-    """One line stating the guarantee of Algorithm 1 for a sensitivity ``method``."""
+    """One line stating the (absence of a) guarantee of the paper's Algorithm 1 for ``method``."""
     if method == "given":
-        if not is_formal(method, calibration, epsilon):
-            return (
-                f"nominal ({epsilon:g}, {delta:g}), given sensitivity bound, but the classic Gaussian calibration is not "
-                "proven for epsilon >= 1 — NOT a formal differential-privacy guarantee"
-            )
         return (
-            f"({epsilon:g}, {delta:g})-DP, user-level add/remove adjacency, provided the given sensitivity bounds the "
-            "change of w*xhat (L2) over every pair of datasets differing in one user"
+            f"nominal ({epsilon:g}, {delta:g}), user level, caller-given sensitivity that the library did not derive "
+            "(no bound on the n-grams per user is enforced on this path) \u2014 NOT a formal differential-privacy guarantee"
         )
     return f"nominal ({epsilon:g}, {delta:g}), user level, {method} sensitivity; " + LOCAL_SENSITIVITY_NOTE
 
@@ -134,7 +127,7 @@ class BayesianPlan:
 
     @property
     def formal_dp(self) -> bool:
-        """True only for a caller-given global sensitivity bound (see :func:`is_formal`)."""
+        """Always False on this paper-reproduction path (see :func:`is_formal`)."""
         return is_formal(self.sensitivity_method, self.calibration, self.epsilon)
 
     def sample(self, rng: RNGLike = None, size: int | None = None) -> np.ndarray:
@@ -165,6 +158,7 @@ class BayesianPlan:
             calibration=self.calibration,
             sensitivity=self.rho * self.gamma,
             sensitivity_method=self.sensitivity_method,
+            sampler="numpy",
             params=dict(self.params),
             diagnostics=diagnostics,
         )
@@ -249,10 +243,10 @@ def bayesian_dp(
 ) -> Release:
     """Algorithm 1 (BayesianDP): release softmax(h), h ~ N(ρ·w⊙x̂ + (1−ρ)·μ_p, σ²I).
 
-    Guarantee: (ε, δ)-DP under user-level add/remove adjacency ONLY with ``sensitivity=<number>``
-    (a global bound; ``formal_dp`` True). The default ``"exact"`` and ``"claim1"`` reproduce the
-    paper with a local sensitivity: NOT formally DP (``formal_dp`` False, PrivacyWarning; see the
-    module docstring). Private n-grams outside the public vocabulary cannot appear: the columns
+    Guarantee: NOT formally DP (``formal_dp`` False, PrivacyWarning): ``"exact"`` and ``"claim1"``
+    reproduce the paper with a local sensitivity, and a number is a caller's claim no enforced
+    bound backs (see the module docstring; the formal release is
+    :func:`deniable.ngrams.formal.formal_bayesian`). Private n-grams outside the public vocabulary cannot appear: the columns
     are the public vocabulary.
 
     Parameters
@@ -263,8 +257,8 @@ def bayesian_dp(
     epsilon, delta : privacy parameters of the Gaussian mechanism.
     S, rho, C : decay weight slope (Equation 5), private/public weighting ρ, per-user clamp C.
     sensitivity : "exact" (default; the brute-force maximum over this data's users, O(nnz);
-        local), "claim1" (Claim 1's bound on this data; local), or a number (a global bound on
-        ‖Δ(w⊙x̂)‖₂ over all add/remove-one-user pairs, supplied by the caller; formal DP).
+        local), "claim1" (Claim 1's bound on this data; local), or a number (a bound on
+        ‖Δ(w⊙x̂)‖₂ asserted by the caller; not verified, so not formal).
     calibration : "analytic" (default; Balle & Wang 2018) or "classic" (paper; ε < 1 only).
     keys : column keys when ``user_counts`` is a bare matrix.
     rng : Generator, seed or None.

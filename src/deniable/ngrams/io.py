@@ -234,15 +234,63 @@ def load_counts(path: str | os.PathLike[str]) -> tuple[UserCounts, Vocabulary]:
             absent = [k for k in _COUNTS_FIELDS if k not in z.files]
             if absent:
                 raise DataError(f"{_NOT_COUNTS} (no {', '.join(absent)})", path=p)
-            m = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(int(x) for x in z["shape"]))
-            keys = tuple(str(k) for k in z["keys"])
-            vocab = Vocabulary(keys, z["public_counts"], n=int(z["n"]), lowercase=bool(z["lowercase"]))
-            counts = UserCounts(m, keys, tuple(str(u) for u in z["user_ids"]), int(z["dropped"]))
+            arrays = {k: z[k] for k in _COUNTS_FIELDS}
     except DataError:
         raise
-    except Exception:  # damaged zip, object arrays, inconsistent shapes: one clear line, no numpy text
-        raise DataError(_NOT_COUNTS + " (damaged or inconsistent contents)", path=p) from None
+    except Exception:  # damaged zip, object arrays: one clear line, no numpy text
+        raise DataError(_NOT_COUNTS + " (damaged or unreadable contents)", path=p) from None
+    m, keys, alpha, user_ids = _check_counts(arrays, p)
+    try:
+        vocab = Vocabulary(keys, alpha, n=int(arrays["n"]), lowercase=bool(arrays["lowercase"]))
+        counts = UserCounts(m, keys, user_ids, int(arrays["dropped"]))
+    except Exception as exc:  # duplicate keys, bad scalars
+        raise DataError(f"{_NOT_COUNTS} ({exc})", path=p) from None
     return counts, vocab
+
+
+def _check_counts(z: dict[str, np.ndarray], p: str) -> tuple[sp.csr_matrix, tuple[str, ...], np.ndarray, tuple[str, ...]]:
+    """Validate the arrays of a counts bundle (a tampered or damaged file gives one clear line)."""
+
+    def bad(what: str) -> DataError:
+        return DataError(f"{_NOT_COUNTS}: {what}", path=p)
+
+    shape, indptr, indices, data = z["shape"], z["indptr"], z["indices"], z["data"]
+    if shape.ndim != 1 or shape.size != 2 or shape.dtype.kind not in "iu" or np.any(shape < 0):
+        raise bad(f"'shape' must be two non-negative integers, got {shape.tolist()!r}"[:200])
+    rows, cols = int(shape[0]), int(shape[1])
+    for name, arr in (("indptr", indptr), ("indices", indices)):
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise bad(f"'{name}' must be a 1-D integer array, got dtype {arr.dtype} with shape {arr.shape}")
+    if data.ndim != 1 or data.dtype.kind not in "iuf":
+        raise bad(f"'data' (the counts) must be a 1-D numeric array, got dtype {data.dtype} with shape {data.shape}")
+    if indptr.size != rows + 1:
+        raise bad(f"'indptr' has {indptr.size} entries for {rows} users (expected {rows + 1})")
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.size or indices.size != data.size:
+        raise bad(f"inconsistent sparse layout: 'indptr' must rise from 0 to {indices.size} (the number of counts), and 'indices' and 'data' must have the same length ({indices.size} vs {data.size})")
+    if indices.size:
+        lo, hi = int(indices.min()), int(indices.max())
+        if lo < 0 or hi >= cols:
+            pos = int(np.flatnonzero((indices < 0) | (indices >= cols))[0])
+            raise bad(f"n-gram index {int(indices[pos])} at position {pos} is out of range: the vocabulary has {cols} n-grams (0..{cols - 1})")
+    if data.size:
+        finite = np.isfinite(data) if data.dtype.kind == "f" else np.ones(data.size, dtype=bool)
+        if not finite.all():
+            pos = int(np.flatnonzero(~finite)[0])
+            raise bad(f"count {data[pos].item()!r} at position {pos} is not a finite number (counts must be finite and >= 0)")
+        if data.min() < 0:
+            pos = int(np.flatnonzero(data < 0)[0])
+            raise bad(f"count {data[pos].item()!r} at position {pos} is negative (counts must be finite and >= 0)")
+    keys_arr, alpha, uids = z["keys"], z["public_counts"], z["user_ids"]
+    if keys_arr.ndim != 1 or keys_arr.size != cols or keys_arr.dtype.kind != "U":
+        raise bad(f"'keys' must hold one string per n-gram column ({cols}), got dtype {keys_arr.dtype} with shape {keys_arr.shape}")
+    if alpha.ndim != 1 or alpha.size != cols or alpha.dtype.kind not in "iuf":
+        raise bad(f"'public_counts' must hold one number per n-gram column ({cols}), got dtype {alpha.dtype} with shape {alpha.shape}")
+    if alpha.size and (not np.all(np.isfinite(alpha)) or alpha.min() < 0):
+        raise bad("'public_counts' must be finite and >= 0")
+    if uids.ndim != 1 or uids.dtype.kind != "U" or (uids.size not in (0, rows)):
+        raise bad(f"'user_ids' must hold one string per user ({rows}), got dtype {uids.dtype} with shape {uids.shape}")
+    m = sp.csr_matrix((data, indices.astype(np.int32 if cols < 2**31 else np.int64), indptr.astype(np.int64)), shape=(rows, cols))
+    return m, tuple(str(k) for k in keys_arr), alpha, tuple(str(u) for u in uids)
 
 
 def release_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:

@@ -74,18 +74,21 @@ class Release:
     epsilon, delta : the (nominal) privacy parameters (``None`` where no DP parameter applies).
     guarantee : one line stating the guarantee and its adjacency, or plainly that there is none.
     formal_dp : True only when the release is (ε, δ)-DP under user-level add/remove adjacency for
-        any data, i.e. the noise scale is data independent (Laplace with a caller-given W;
-        Bayesian with a caller-given global sensitivity bound and a valid calibration; the
-        public prior). False for local-sensitivity calibrations (the paper's method), the
-        W = |U|/1000 rule, k-anonymity and the raw private distribution.
+        any data: the release enforced the contribution bounds itself and calibrated its noise to
+        the global sensitivity derived from them (the default Bayesian release, Laplace, Laplace +
+        public; the public prior). False for the paper's local-sensitivity calibrations
+        (``local_sensitivity=True``), the W = |U|/1000 rule, k-anonymity and the raw private
+        distribution.
     sigma : standard deviation of the Gaussian noise (Bayesian mechanisms), else ``None``.
         Data dependent unless ``formal_dp``; not published then.
     laplace_scale : scale b of the Laplace noise (Laplace baselines, tuning), else ``None``.
     calibration : "analytic" or "classic" Gaussian calibration, else ``None``.
     sensitivity : the sensitivity the noise was calibrated to (L2 for Gaussian, L1 for Laplace).
-    sensitivity_method : "exact" (local: maximum over removing each user of this data),
-        "claim1" (Claim 1's bound, also computed on this data), "given" (a global bound supplied
-        by the caller), "cap" (the per-user cap W).
+    sensitivity_method : "derived" (the global bound implied by the contribution bounds the
+        release enforced), "given" (a caller's number, accepted only when >= the derived bound in
+        the formal modes), "cap" (the per-user cap W), "exact" (local: maximum over removing each
+        user of this data), "claim1" (Claim 1's bound, also computed on this data).
+    sampler : the noise sampler used: "opendp" or "numpy" (``None`` when no noise was drawn).
     params : the PUBLIC parameters only (published).
     diagnostics : data-dependent values (NOT privatized; never written by :mod:`.io`).
     """
@@ -102,6 +105,7 @@ class Release:
     calibration: str | None = None
     sensitivity: float | None = None
     sensitivity_method: str | None = None
+    sampler: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
@@ -159,6 +163,7 @@ class Release:
             "guarantee": self.guarantee,
             "calibration": self.calibration,
             "sensitivity_method": self.sensitivity_method,
+            "sampler": self.sampler,
             "vocabulary_size": len(self.keys),
             "params": self.params,
         }

@@ -291,6 +291,7 @@ def end_to_end_dp(
         calibration=calibration,
         sensitivity=rho_star * gamma_star,
         sensitivity_method=method,
+        sampler="numpy",
         params={
             "C": C,
             "epsilon_release": eps_release,

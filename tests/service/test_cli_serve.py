@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -67,6 +68,12 @@ def test_serve_runs_on_loopback_with_an_api_key(tmp_path):
         r = httpx.post(url + "/v1/privatize", json=body, headers={"X-API-Key": "key-for-tests-1"})
         assert r.status_code == 200 and r.json()["summary"]["words"] == 5
         assert httpx.get(url + "/static/brr.js").status_code == 200
+        # concurrent requests on one shared mechanism: all answered, seeded ones identically
+        headers = {"X-API-Key": "key-for-tests-1"}
+        with httpx.Client(base_url=url, headers=headers) as c, ThreadPoolExecutor(8) as ex:
+            outs = list(ex.map(lambda _: c.post("/v1/privatize", json=body), range(40)))
+        assert all(o.status_code == 200 for o in outs)
+        assert len({o.json()["texts"][0] for o in outs}) == 1
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=15)

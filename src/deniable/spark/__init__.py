@@ -1,0 +1,253 @@
+"""Spark: privatize a DataFrame column and count n-grams per user on a cluster.
+
+Needs ``pip install "deniable[spark]"`` (PySpark >= 3.5, Java 17) on the driver and the
+executors. An adapter only: every text goes through the same core as on one machine
+(:func:`deniable.text.privatize_texts` via :func:`deniable.integrations.keyed.privatize_keyed`;
+:func:`deniable.ngrams.ngrams_of` and the vocabulary lookup for counting).
+
+* :func:`privatize_column` — a pandas UDF over Arrow batches. The mechanism is packed once into
+  memory-mappable files (:mod:`deniable.integrations.shipping`), distributed once per executor with
+  ``SparkContext.addFile`` and loaded once per Python worker; each task receives a few hundred
+  bytes. Within a batch the nearest-neighbour searches of all rows run as one call.
+* :func:`count_ngrams` — per-user counts over a public vocabulary, bounded per user on the
+  executors, collected to the driver as the same :class:`~deniable.ngrams.UserCounts` the
+  single-machine counting returns (save it with :func:`deniable.ngrams.io.save_counts` for
+  ``deniable ngrams release``). The release itself runs on the driver.
+
+Reproducibility: with a ``seed``, a row's output depends only on (seed, stream, row key) — never
+on partitions, executors or task retries (a retried task redraws exactly what the failed attempt
+drew). See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..integrations._common import as_mechanism, require
+from ..integrations.keyed import check_bounds, check_seed, secret_seed
+from ..integrations.shipping import Shipment, pack, shipment_for
+from ..text.privatize import CASE_POLICIES, check_oov
+
+__all__ = ["privatize_column", "count_ngrams", "distribute"]
+
+_SHIPPED: set[tuple[str, str]] = set()  # (Spark application id, shipment digest)
+_LOCK = threading.Lock()
+
+
+def _pyspark() -> Any:
+    return require("pyspark", purpose="deniable.spark")
+
+
+def distribute(spark: Any, shipment: Shipment) -> Shipment:
+    """Add the shipment's files to the Spark application (``SparkContext.addFile``), once.
+
+    Executors fetch each file once and keep it for the application's lifetime; tasks find it
+    with ``SparkFiles.get``.
+    """
+    sc = spark.sparkContext
+    ident = (sc.applicationId, shipment.digest)
+    with _LOCK:
+        if ident in _SHIPPED:
+            return shipment
+        for path in shipment.paths:
+            sc.addFile(path)
+        _SHIPPED.add(ident)
+    return shipment
+
+
+def _check_column(df: Any, name: str, what: str) -> Any:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a column name (str), got {type(name).__name__}")
+    if name not in df.columns:
+        raise ValueError(f"no {what} {name!r} in the DataFrame (columns: {', '.join(df.columns)})")
+    return df.schema[name].dataType
+
+
+def privatize_column(
+    df: Any,
+    column: str,
+    mechanism: Any,
+    *,
+    epsilon: float | None = None,
+    embedding: Any = None,
+    output_col: str | None = None,
+    key: str | None = None,
+    oov: str = "unk",
+    case: str = "preserve",
+    seed: int | None = None,
+    stream: str | None = None,
+    **params: Any,
+) -> Any:
+    """Privatize the text column ``column`` of a Spark DataFrame, word by word.
+
+    Guarantee: the mechanism's (``mechanism.guarantee``: ε·d-privacy per word, summed over the
+    words of a text) for every row, as on one machine; layout and case patterns are released as
+    in :func:`deniable.text.privatize_texts`. Nulls stay null and draw nothing.
+
+    Randomness: row ``r`` draws from ``row_generator(seed, stream, key_r)``
+    (:mod:`deniable.integrations.keyed`), so with a seed its output depends only on the seed, the
+    stream and its key — the same for any partitioning, executor count or task retry, and equal
+    to :func:`deniable.integrations.keyed.privatize_keyed` on one machine. ``key`` names the key
+    column; without it each row is keyed on its text, so identical texts get identical outputs
+    (which shows they were equal; it also means a text repeated many times is sampled once, not
+    averaged over). With ``seed=None`` a 128-bit secret seed is drawn on the driver for this call
+    only: unpredictable, and still retry-safe.
+
+    Parameters
+    ----------
+    df
+        A ``pyspark.sql.DataFrame``.
+    column
+        A string column to privatize.
+    mechanism
+        A mechanism name (then ``epsilon`` is required, ``embedding`` is an Embedding or a file
+        path readable on the driver — default the bundled one — and ``**params`` are the
+        mechanism's parameters) or a Mechanism instance.
+    output_col
+        Where to write the result (default: replace ``column``).
+    key
+        A column of integers, strings or binary keys, unique per row for independent draws;
+        ``None`` keys on the text.
+    oov, case
+        As in :func:`deniable.text.privatize_texts`.
+    seed
+        Non-negative integer for reproducible experiments, or None.
+    stream
+        Separates uses of one seed; default ``column``.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``df`` with ``output_col`` (string) holding the privatized texts. Lazy, as every Spark
+        transformation: the work runs when an action (write, count, collect) asks for it.
+    """
+    _pyspark()
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.functions import pandas_udf
+
+    from ._udf import privatize_udf_function
+
+    check_oov(oov)
+    if case not in CASE_POLICIES:
+        raise ValueError(f"case must be one of {', '.join(map(repr, CASE_POLICIES))}, got {case!r}")
+    text_type = _check_column(df, column, "column")
+    if not isinstance(text_type, T.StringType):
+        raise TypeError(f"column {column!r} must be a string column, got {text_type.simpleString()}; cast it with F.col({column!r}).cast('string')")
+    key_type = None
+    if key is not None:
+        key_type = _check_column(df, key, "key column")
+        if not isinstance(key_type, (T.StringType, T.BinaryType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+            raise TypeError(f"key column {key!r} must hold integers, strings or binary, got {key_type.simpleString()}; cast it to a string")
+    if output_col is not None and not isinstance(output_col, str):
+        raise TypeError(f"output_col must be a column name (str), got {type(output_col).__name__}")
+    seed = check_seed(seed)
+    mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
+    ship = distribute(df.sparkSession, shipment_for(mech))
+    fn = privatize_udf_function(
+        ship, seed=secret_seed() if seed is None else seed, stream=column if stream is None else stream, oov=oov, case=case, keyed=key is not None
+    )
+    udf = pandas_udf(fn, T.StringType())  # type: ignore[call-overload]
+    text = df[column]
+    if key is None:
+        result = udf(text)
+    else:
+        k = df[key]
+        msg = f"deniable.spark.privatize_column: the key column {key!r} is null in a row whose text is not null; every text needs a key"
+        # null keys are allowed only where the text is null; they become 0 / "" (never used) so
+        # integer keys reach the executors as int64, not float64 with NaN
+        filler = F.lit("" if isinstance(key_type, T.StringType) else (b"" if isinstance(key_type, T.BinaryType) else 0)).cast(key_type)
+        k = F.when(k.isNull() & text.isNotNull(), F.raise_error(F.lit(msg)).cast(key_type)).when(k.isNull(), filler).otherwise(k)
+        result = udf(text, k)
+    return df.withColumn(output_col or column, result)
+
+
+def count_ngrams(
+    df: Any,
+    user_col: str,
+    text_col: str,
+    vocabulary: Any,
+    *,
+    n: int | None = None,
+    max_ngrams_per_user: int | None = None,
+    C: float | None = None,
+    seed: int | None = None,
+) -> Any:
+    """Count each user's n-grams over a PUBLIC vocabulary on the executors.
+
+    Produces what :func:`deniable.ngrams.count_users` produces on one machine for the same rows
+    (users in order of first appearance in the DataFrame, n-grams outside the vocabulary dropped
+    and counted in ``dropped``), followed, when bounds are given, by
+    :func:`deniable.integrations.keyed.bound_contributions`: at most ``max_ngrams_per_user``
+    distinct n-grams per user (a random subset keyed by (seed, user)) and counts clamped to
+    ``C``, applied per user on the executors. Only the bounded per-user counts reach the driver.
+
+    Guarantee: none by itself — counting is not a release. Release on the driver with
+    :func:`deniable.ngrams.release` (which enforces its own bounds), or save the result with
+    :func:`deniable.ngrams.io.save_counts` for ``deniable ngrams release``.
+
+    Parameters
+    ----------
+    df
+        A Spark DataFrame with one row per record (a user may have many rows).
+    user_col, text_col
+        The user id column (integers or strings; nulls rejected) and the text column (nulls count
+        as empty texts).
+    vocabulary
+        A :class:`deniable.ngrams.Vocabulary` built from PUBLIC data.
+    n
+        The n-gram order; default (and must equal) ``vocabulary.n``.
+    max_ngrams_per_user, C
+        Per-user bounds (None: off).
+    seed
+        Seed of the per-user subset draws (None: a fresh secret one).
+
+    Returns
+    -------
+    deniable.ngrams.UserCounts
+    """
+    _pyspark()
+    import numpy as np
+    import scipy.sparse as sp
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from ..ngrams import UserCounts, Vocabulary
+    from ._udf import bound_function, count_batches_function
+
+    if not isinstance(vocabulary, Vocabulary):
+        raise TypeError(f"vocabulary must be a deniable.ngrams.Vocabulary (from build_vocabulary on public data), got {type(vocabulary).__name__}")
+    if n is None:
+        n = vocabulary.n
+    elif n != vocabulary.n:
+        raise ValueError(f"n={n!r} but the vocabulary holds {vocabulary.n}-grams")
+    k, c = check_bounds(max_ngrams_per_user, C)
+    seed = check_seed(seed)
+    user_type = _check_column(df, user_col, "user column")
+    if not isinstance(user_type, (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        raise TypeError(f"user column {user_col!r} must hold integers or strings, got {user_type.simpleString()}")
+    text_type = _check_column(df, text_col, "text column")
+    if not isinstance(text_type, T.StringType):
+        raise TypeError(f"text column {text_col!r} must be a string column, got {text_type.simpleString()}")
+    ship = distribute(df.sparkSession, pack(vocabulary))
+    rows = df.select(df[user_col].alias("u"), df[text_col].alias("t"), F.monotonically_increasing_id().alias("pos"))
+    schema = T.StructType([T.StructField("u", user_type), T.StructField("c", T.IntegerType()), T.StructField("cnt", T.LongType()), T.StructField("pos", T.LongType())])
+    cells = rows.mapInPandas(count_batches_function(ship, n), schema)
+    cells = cells.groupBy("u", "c").agg(F.sum("cnt").alias("cnt"), F.min("pos").alias("pos"))
+    if k is not None or c is not None:
+        bounded_schema = T.StructType([*schema.fields[:2], T.StructField("cnt", T.DoubleType()), T.StructField("pos", T.LongType())])
+        cells = cells.groupBy("u").applyInPandas(bound_function(max_ngrams_per_user=k, C=c, seed=secret_seed() if seed is None else seed), bounded_schema)
+    pdf = cells.toPandas()
+    meta = pdf[pdf["c"] < 0].sort_values("pos", kind="stable")
+    users = meta["u"].tolist()
+    row_of = {u: i for i, u in enumerate(users)}
+    body = pdf[pdf["c"] >= 0]
+    integral = c is None or float(c).is_integer()
+    data = body["cnt"].to_numpy()
+    data = data.astype(np.int32) if integral else data.astype(np.float64)
+    r = np.fromiter((row_of[u] for u in body["u"].tolist()), dtype=np.int64, count=len(body))
+    m = sp.csr_matrix((data, (r, body["c"].to_numpy(dtype=np.int64))), shape=(len(users), len(vocabulary)))
+    m.sum_duplicates()
+    m.indices = m.indices.astype(np.int32, copy=False)
+    return UserCounts(m, vocabulary.keys, tuple(users), int(meta["cnt"].sum()))

@@ -1,0 +1,149 @@
+"""Keyed per-row randomness: batched == row by row, independent streams, right distribution."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import deniable
+from deniable.integrations.keyed import (
+    bound_contributions,
+    key_bytes,
+    philox_key,
+    privatize_keyed,
+    row_generator,
+)
+from deniable.text.privatize import privatize_texts
+
+from ..conftest import random_embedding
+
+
+def _texts(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(40)] + ["Unknown", "W3"]
+    return [" ".join(rng.choice(words, int(rng.integers(0, 6)))) + "!" for _ in range(n)]
+
+
+def _reference(mech, texts, keys, seed, stream, **kw):
+    """The definition: each text alone, through privatize_texts, with its row generator."""
+    return [None if t is None else privatize_texts(mech, [t], rng=row_generator(seed, stream, k), **kw)[0] for t, k in zip(texts, keys)]
+
+
+@pytest.mark.parametrize("name", ["madlib", "mahalanobis", "tem"])
+@pytest.mark.parametrize("oov", ["unk", "drop"])
+def test_batched_equals_row_by_row_definition(name, oov):
+    emb = random_embedding(40, 4, seed=1)
+    params = {"lam": 0.5} if name == "mahalanobis" else {}
+    mech = deniable.get_mechanism(name, emb, epsilon=2, **params)
+    texts = _texts(300) + [None, ""]
+    keys = list(range(len(texts)))
+    got = privatize_keyed(mech, texts, keys, seed=9, stream="col", oov=oov)
+    assert got == _reference(mech, texts, keys, 9, "col", oov=oov)
+    assert got[-2] is None and got[-1] == ""
+
+
+def test_brr_batched_equals_row_by_row_definition():
+    from deniable.binary import binarize
+
+    be = binarize(random_embedding(40, 16, seed=2), n_bits=16, rng=0)
+    mech = deniable.get_mechanism("brr", be, epsilon=3)
+    texts = _texts(200, seed=3)
+    keys = [f"id-{i}" for i in range(len(texts))]
+    assert privatize_keyed(mech, texts, keys, seed=4, stream="s") == _reference(mech, texts, keys, 4, "s")
+
+
+def test_search_mechanisms_take_the_batched_path(monkeypatch):
+    """Madlib's searches of all rows run as one batched call; the row-by-row fallback is not used."""
+    from deniable.integrations import keyed
+
+    def no_fallback(self, ids):
+        raise AssertionError("fell back to row-by-row sampling")
+
+    monkeypatch.setattr(keyed._KeyedSampler, "_row_by_row", no_fallback)
+    mech = deniable.get_mechanism("madlib", random_embedding(40, 4), epsilon=2)
+    calls = []
+    real = mech.index.search
+    monkeypatch.setattr(mech.index, "search", lambda q, *a, **k: calls.append(len(q)) or real(q, *a, **k), raising=False)
+    texts = _texts(100)
+    privatize_keyed(mech, texts, list(range(100)), seed=0)
+    assert len(calls) == 1  # one batched search for the 100 rows
+
+
+def test_rows_are_independent_of_their_batch_and_of_each_other():
+    mech = deniable.get_mechanism("madlib", random_embedding(40, 4), epsilon=2)
+    texts = _texts(120)
+    keys = list(range(120))
+    whole = privatize_keyed(mech, texts, keys, seed=1, stream="t")
+    parts = privatize_keyed(mech, texts[:50], keys[:50], seed=1, stream="t") + privatize_keyed(mech, texts[50:], keys[50:], seed=1, stream="t")
+    shuffled = np.random.default_rng(0).permutation(120)
+    perm = privatize_keyed(mech, [texts[i] for i in shuffled], [keys[i] for i in shuffled], seed=1, stream="t")
+    assert whole == parts == [perm[list(shuffled).index(i)] for i in range(120)]
+    # another seed or another stream: another draw
+    assert whole != privatize_keyed(mech, texts, keys, seed=2, stream="t")
+    assert whole != privatize_keyed(mech, texts, keys, seed=1, stream="u")
+    # content keys (keys=None): equal texts, equal outputs
+    same = privatize_keyed(mech, ["w1 w2 w3"] * 5, seed=1)
+    assert len(set(same)) == 1
+
+
+def test_key_canonical_forms():
+    assert key_bytes(np.int32(7)) == key_bytes(np.int64(7)) == key_bytes(7)
+    assert key_bytes(7) != key_bytes("7") != key_bytes(b"7")
+    assert (philox_key(0, "t", -1) != philox_key(0, "t", 2**127 - 1)).any()
+    for bad in (True, 1.5, None, (1, 2)):
+        with pytest.raises(TypeError, match="row keys must be integers, strings or bytes"):
+            key_bytes(bad)
+    with pytest.raises(ValueError, match="fit in 128 bits"):
+        key_bytes(2**130)
+
+
+def test_errors_name_the_row():
+    mech = deniable.get_mechanism("madlib", random_embedding(10, 3), epsilon=2)
+    with pytest.raises(TypeError, match="row 1: texts must be strings"):
+        privatize_keyed(mech, ["w1", 5], [0, 1], seed=0)
+    with pytest.raises(ValueError, match="row 1: the row key is missing"):
+        privatize_keyed(mech, ["w1", "w2"], [0, None], seed=0)
+    with pytest.raises(TypeError, match="row 0: row keys must be"):
+        privatize_keyed(mech, ["w1"], [1.5], seed=0)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        privatize_keyed(mech, ["w1"], seed=-1)
+
+
+@pytest.mark.slow
+def test_keyed_rows_follow_the_mechanisms_distribution():
+    """Many rows with the same word and distinct keys: the outputs follow TEM's exact output
+    distribution (chi-square). Control: all rows sharing one key repeat one draw and fail."""
+    emb = random_embedding(12, 3, seed=5)
+    mech = deniable.get_mechanism("tem", emb, epsilon=2, cache_dir=False)
+    p = mech.probabilities("w0")
+    n = 6000
+    out = privatize_keyed(mech, ["w0"] * n, list(range(n)), seed=123, stream="x", case="lower")
+    counts = np.bincount(mech.vocabulary.ids_of(out), minlength=len(p))
+    keep = p * n >= 5
+    observed = np.append(counts[keep], counts[~keep].sum())
+    expected = np.append(p[keep] * n, p[~keep].sum() * n)
+    nonzero = expected > 0
+    assert stats.chisquare(observed[nonzero], expected[nonzero]).pvalue > 1e-4
+    shared = privatize_keyed(mech, ["w0"] * n, [0] * n, seed=123, stream="x", case="lower")
+    c2 = np.bincount(mech.vocabulary.ids_of(shared), minlength=len(p))
+    observed2 = np.append(c2[keep], c2[~keep].sum())
+    assert stats.chisquare(observed2[nonzero], expected[nonzero]).pvalue < 1e-4
+
+
+def test_bound_contributions_is_keyed_by_user():
+    from deniable import ngrams
+
+    records = [(u, " ".join(f"w{(u * 7 + j) % 13}" for j in range(12))) for u in range(30)]
+    vocab = ngrams.build_vocabulary(ngrams.count_public([t for _, t in records], 2), n=2)
+    counts = ngrams.count_users(records, vocab)
+    a = bound_contributions(counts, max_ngrams_per_user=4, C=1, seed=3)
+    assert np.diff(a.matrix.indptr).max() == 4 and a.matrix.max() == 1
+    # user order does not matter: the same user keeps the same n-grams
+    rev = ngrams.count_users(records[::-1], vocab)
+    b = bound_contributions(rev, max_ngrams_per_user=4, C=1, seed=3)
+    order = [b.user_ids.index(u) for u in a.user_ids]
+    assert (b.matrix[order] != a.matrix).nnz == 0
+    assert (bound_contributions(counts, max_ngrams_per_user=4, seed=4).matrix != bound_contributions(counts, max_ngrams_per_user=4, seed=3).matrix).nnz
+    unbounded = bound_contributions(counts)
+    assert (unbounded.matrix != counts.matrix).nnz == 0

@@ -1,0 +1,48 @@
+"""A mechanism shipped as files: small to send, memory-mapped, loaded once per process."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+
+import deniable
+from deniable.integrations import shipping
+from deniable.integrations.keyed import privatize_keyed
+from deniable.integrations.shipping import pack, shipment_for
+
+from ..conftest import random_embedding
+
+
+def test_pack_and_load_give_the_same_mechanism(tmp_path):
+    mech = deniable.get_mechanism("madlib", random_embedding(5000, 60), epsilon=3)  # 1.2 MB vectors
+    ship = pack(mech, tmp_path)
+    assert len(pickle.dumps(ship)) < 1000
+    assert ship.nbytes > 2_000_000 and len(ship.files) >= 3  # vectors and the index as .npy files
+    pkl = (tmp_path / ship.files[0]).stat().st_size
+    assert pkl < ship.nbytes / 4  # the pickle itself keeps only the small parts
+    shipping._LOADED.pop(ship.digest, None)
+    loaded = ship.load()
+    assert loaded is ship.load()  # once per process
+    assert isinstance(loaded.embedding.vectors.base, np.memmap) or isinstance(loaded.embedding.vectors.base.base, np.memmap)
+    assert not loaded.embedding.vectors.flags.writeable
+    texts = ["w1 w2 w3", "w4000 w17", None]
+    assert privatize_keyed(loaded, texts, seed=1) == privatize_keyed(mech, texts, seed=1)
+    assert loaded.embedding.fingerprint == mech.embedding.fingerprint
+    assert pack(mech, tmp_path).digest == ship.digest  # same content, same files
+
+
+def test_shipment_for_caches_per_object_and_loads_in_a_fresh_process(tmp_path):
+    mech = deniable.get_mechanism("madlib", random_embedding(3000, 100), epsilon=3)
+    ship = shipment_for(mech)
+    assert shipment_for(mech) is ship
+    assert ship.load() is mech  # the packing process already holds it
+    code = (
+        "import pickle, sys; ship = pickle.loads(sys.stdin.buffer.read());"
+        "from deniable.integrations.keyed import privatize_keyed;"
+        "print(privatize_keyed(ship.load(), ['w1 w2 w2999'], seed=5)[0])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(ship), capture_output=True, check=True)
+    assert out.stdout.decode().strip() == privatize_keyed(mech, ["w1 w2 w2999"], seed=5)[0]

@@ -1,0 +1,66 @@
+"""PrivatizeTransformer: a scikit-learn transformer that clones, pipes and follows random_state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import deniable
+
+from ..conftest import random_embedding
+
+pytest.importorskip("sklearn")
+from sklearn.base import clone  # noqa: E402
+from sklearn.feature_extraction.text import CountVectorizer  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+
+from deniable.integrations.sklearn import PrivatizeTransformer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def emb():
+    return random_embedding(40, 4)
+
+
+def test_params_clone_and_random_state(emb):
+    t = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=0)
+    assert t.get_params()["epsilon"] == 2 and t.get_params()["random_state"] == 0
+    c = clone(t).set_params(epsilon=5)
+    assert c.epsilon == 5 and t.epsilon == 2
+    texts = ["w1 w2 w3", None, "w4 W5"]
+    a = t.fit_transform(texts)
+    assert a[1] is None and a.dtype == object
+    assert list(a) == list(t.transform(texts))  # int: the same output at every call
+    assert a[0] == deniable.get_mechanism("madlib", emb, epsilon=2).privatize(["w1 w2 w3", "w4 W5"], rng=0)[0]
+    g = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=np.random.default_rng(0))
+    many = ["w1 w2 w3 w4 w5 w6"] * 3
+    assert list(g.transform(many)) != list(g.transform(many))  # a Generator is drawn from
+    rs = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=np.random.RandomState(1))
+    assert list(rs.transform(many)) != list(rs.transform(many))
+
+
+def test_in_a_pipeline_before_a_vectorizer(emb):
+    rng = np.random.default_rng(0)
+    X = [" ".join(rng.choice([f"w{i}" for i in range(20)], 6)) for _ in range(40)]
+    y = [i % 2 for i in range(40)]
+    pipe = make_pipeline(PrivatizeTransformer("madlib", epsilon=50, embedding=emb, random_state=0), CountVectorizer(), LogisticRegression())
+    pipe.fit(X, y)
+    assert pipe.predict(X).shape == (40,)
+    assert clone(pipe).get_params()["privatizetransformer__epsilon"] == 50
+
+
+def test_series_and_errors(emb):
+    pd = pytest.importorskip("pandas")
+    t = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=0)
+    s = pd.Series(["w1", None], index=[7, 8], name="t")
+    out = t.transform(s)
+    assert isinstance(out, pd.Series) and out.index.tolist() == [7, 8] and out[8] is None
+    with pytest.raises(TypeError, match="row 1: expected a string"):
+        t.transform(["w1", 3])
+    with pytest.raises(TypeError, match="single string"):
+        t.transform("w1 w2")
+    with pytest.raises(ValueError, match="oov must be one of"):
+        PrivatizeTransformer("madlib", epsilon=2, embedding=emb, oov="pass").fit(["w1"])
+    with pytest.raises(TypeError, match="epsilon is required"):
+        PrivatizeTransformer("madlib").fit(["w1"])

@@ -264,3 +264,11 @@ def test_openapi_documents_the_routes(client):
     responses = spec["paths"]["/v1/privatize"]["post"]["responses"]
     assert {"200", "413", "422"} <= set(responses)
     json.dumps(spec)
+
+
+def test_every_epsilon_shares_the_search_index(vocab):
+    pool = MechanismPool(vocab[0], vocab[1])
+    for name in ("madlib", "mahalanobis", "brr"):
+        a, b = pool.get(name, {}, epsilon=1.0), pool.get(name, {}, epsilon=2.0)
+        assert a is not b and a.index is b.index
+    assert pool.get("madlib", {}, epsilon=1.0).index is pool.get("mahalanobis", {}, epsilon=1.0).index

@@ -44,7 +44,9 @@ class ServiceConfig:
         Range of ε a request may ask for (mechanisms add their own checks).
     max_cached
         Mechanism instances kept (least recently used dropped); each distinct
-        (mechanism, parameters, ε) is built once and shared across requests.
+        (mechanism, parameters, ε) is built once and shared across requests. Instances of one
+        mechanism share its search index; a TEM instance holds its own neighbour table (about
+        60 MB on the bundled embedding), which bounds the memory at about max_cached × 60 MB.
     secure
         Draw noise from ChaCha20 keyed from :mod:`secrets` (``rng="secure"``, needs the
         ``secure`` extra) when a request gives no seed.
@@ -62,7 +64,7 @@ class ServiceConfig:
     max_total_chars: int = 200_000
     min_epsilon: float = 1e-3
     max_epsilon: float = 1e4
-    max_cached: int = 32
+    max_cached: int = 16
     secure: bool = False
     allow_seed: bool = True
     page: bool = True

@@ -75,7 +75,7 @@ class MechanismPool:
         binary_embedding: Any = None,
         *,
         mechanisms: Sequence[str] = ("madlib", "mahalanobis", "tem", "brr"),
-        max_cached: int = 32,
+        max_cached: int = 16,
     ) -> None:
         from ..mechanisms.registry import available_mechanisms
 
@@ -92,6 +92,7 @@ class MechanismPool:
         self._lock = threading.Lock()
         self._vocab_lock = threading.Lock()
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._indexes: dict[str, Any] = {}
         self._building: dict[tuple, threading.Event] = {}
         self.builds = 0  # how many mechanisms were constructed (tests check sharing)
 
@@ -116,6 +117,28 @@ class MechanismPool:
 
     def vocabulary_for(self, name: str) -> Any:
         return self.binary_embedding() if name == "brr" else self.embedding()
+
+    def shared_index(self, name: str) -> Any:
+        """The nearest-neighbour index every ε of ``name`` shares (None: the mechanism has none
+        to share). It depends only on the vocabulary, and an index is about as large as the
+        embedding (about 40 MB for the bundled one), so one per ε would multiply the memory."""
+        kind = {"madlib": "euclidean", "mahalanobis": "euclidean", "brr": "hamming"}.get(name)
+        if kind is None:
+            return None
+        with self._vocab_lock:
+            index = self._indexes.get(kind)
+        if index is None:
+            if kind == "euclidean":
+                from ..neighbors import make_index
+
+                index = make_index("exact", self.embedding().vectors)
+            else:
+                from ..binary.hamming import make_hamming_index
+
+                index = make_hamming_index("auto", self.binary_embedding().codes)
+            with self._vocab_lock:
+                index = self._indexes.setdefault(kind, index)
+        return index
 
     # -- mechanisms ---------------------------------------------------------------------------
     def check(self, name: str, params: dict[str, Any]) -> None:
@@ -178,7 +201,9 @@ class MechanismPool:
                     )
                 mech = get_mechanism(name, vocab, max_n_w=max_n_w, **params)
             else:
-                mech = get_mechanism(name, vocab, epsilon=epsilon, **params)
+                index = self.shared_index(name)
+                extra = {"index": index} if index is not None else {}
+                mech = get_mechanism(name, vocab, epsilon=epsilon, **params, **extra)
         except PoolError:
             raise
         except (TypeError, ValueError, NotImplementedError) as exc:

@@ -91,7 +91,7 @@ def test_str_and_list_and_stats():
     assert IDENTITY.privatize(["the cat", "", "..."], rng=0) == ["the cat", "", "..."]
     stats = {}
     privatize_texts(IDENTITY, ["the cat", "foo bar"], rng=0, stats=stats)
-    assert stats == {"words": 4, "unknown": 2}
+    assert stats == {"words": 4, "unknown": 2, "in_vocabulary": 2, "changed": 0}
     for oov, want in (("unk", [2, 2, 0]), ("drop", [2, 0, 0])):
         counts = []
         privatize_texts(IDENTITY, ["the cat", "foo bar", "..."], rng=0, oov=oov, privatized_per_text=counts)
@@ -144,3 +144,33 @@ def test_runtime_tokenizer_is_the_library_tokenizer():
     from deniable.text import word_pattern
 
     assert brr_runtime.word_pattern().pattern == word_pattern().pattern
+
+
+def test_summary_counts_changed_and_unknown_words():
+    text = "the cat sat on the mat foo bar"
+    IDENTITY.privatize(text, rng=0)
+    s = IDENTITY.last_privatization
+    assert (s.words, s.in_vocabulary, s.unknown, s.changed) == (8, 6, 2, 0)
+    assert s.fraction_unknown == 0.25 and s.fraction_changed == 0.0
+    assert "0.0% of in-vocabulary words changed" in s.line() and "25.0% unknown" in s.line()
+    # changed counts exactly the in-vocabulary positions whose output differs from the input
+    stats = {}
+    texts = ["the cat sat on the mat"] * 50
+    out = privatize_texts(NOISY, texts, rng=1, stats=stats)
+    diff = sum(a != b for t, o in zip(texts, out) for a, b in zip(t.split(), o.lower().split()))
+    assert stats["changed"] == diff == NOISY.last_privatization.changed
+    assert stats["in_vocabulary"] == 300
+
+
+def test_summary_warns_at_the_extremes_only():
+    from deniable.text.privatize import PrivatizationSummary
+
+    def summary(changed, n=100):
+        return PrivatizationSummary("madlib", 10.0, words=n, in_vocabulary=n, changed=changed, unknown=0, useful_range=(5.0, 20.0))
+
+    assert "almost the input" in summary(4).warnings()[0] and "5 to 20" in summary(4).warnings()[0]
+    assert "almost noise" in summary(96).warnings()[0]
+    assert summary(5).warnings() == [] and summary(95).warnings() == [] and summary(50).warnings() == []
+    assert summary(0, n=10).warnings() == []  # too few words to say anything
+    IDENTITY.privatize(" ".join(["the cat sat on the mat"] * 5), rng=0)
+    assert "almost the input" in IDENTITY.last_privatization.warnings()[0]

@@ -12,6 +12,7 @@ out-of-vocabulary point; mechanisms define where it lies in their metric space.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -36,12 +37,15 @@ class Guarantee:
     epsilon: float
     metric: str
     domain: str
+    #: How ε was chosen when it came from a privacy target (``get_mechanism(..., max_n_w=...)``):
+    #: the target, the covered words, the confidence and the calibration's source; None for a given ε.
+    chosen_by: str | None = None
 
     def __str__(self) -> str:
         return (
             f"metric DP with epsilon={self.epsilon:g}: Pr[M(x)=y] <= exp({self.epsilon:g}*d(x,x'))*Pr[M(x')=y] "
             f"for all x, x' in {self.domain}, d = {self.metric}; per document: exp(epsilon * sum_i d(x_i, x'_i))"
-        )
+        ) + (f"; epsilon {self.chosen_by}" if self.chosen_by else "")
 
 
 class Mechanism(ABC):
@@ -52,6 +56,27 @@ class Mechanism(ABC):
     """
 
     name: ClassVar[str] = "mechanism"
+    #: Set by ``get_mechanism(..., max_n_w=...)``: how ε was chosen (a
+    #: :class:`~deniable.calibration.targets.EpsilonChoice`); every subclass's ``guarantee``
+    #: then carries it as ``Guarantee.chosen_by``.
+    epsilon_choice: Any = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        prop = cls.__dict__.get("guarantee")
+        if isinstance(prop, property) and prop.fget is not None and not getattr(prop.fget, "_with_choice", False):
+            fget = prop.fget
+
+            def guarantee(self: Mechanism) -> Guarantee:
+                g = fget(self)
+                choice = self.epsilon_choice
+                if choice is None or not isinstance(g, Guarantee) or g.chosen_by is not None or g.epsilon != choice.epsilon:
+                    return g
+                return dataclasses.replace(g, chosen_by=str(choice))
+
+            guarantee._with_choice = True  # type: ignore[attr-defined]
+            guarantee.__doc__ = fget.__doc__
+            cls.guarantee = property(guarantee, doc=prop.__doc__)  # type: ignore[method-assign]
 
     def __init__(self, vocabulary: Any, *, epsilon: float) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
@@ -182,9 +207,33 @@ class Mechanism(ABC):
         )
 
 
+def _rebuild(cls: type, args: tuple, kwargs: dict) -> Any:
+    return cls(*args, **kwargs)
+
+
+#: Attributes set after construction that pickling keeps (e.g. how ε was chosen).
+_PICKLED_AFTER_INIT = ("epsilon_choice",)
+
+
 class EmbeddingMechanism(Mechanism):
     """A mechanism over a real-valued :class:`~deniable.embeddings.Embedding`; UNK is the
-    vocabulary mean vector."""
+    vocabulary mean vector.
+
+    Pickles as its constructor call: the embedding by reference (a few hundred bytes, memory-mapped
+    on load, see :class:`~deniable.embeddings.Embedding`), derived tables (search index, TEM
+    tables) rebuilt, or reloaded from their disk cache, in the process that unpickles it; the same
+    seed then gives the same samples there.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        self = super().__new__(cls)
+        self._init_call = (args, dict(kwargs))
+        return self
+
+    def __reduce__(self) -> Any:
+        args, kwargs = self._init_call
+        extra = {k: self.__dict__[k] for k in _PICKLED_AFTER_INIT if k in self.__dict__}
+        return (_rebuild, (type(self), args, kwargs), extra or None)
 
     def __init__(self, embedding: Any, *, epsilon: float) -> None:
         from ..embeddings.embedding import Embedding

@@ -48,7 +48,14 @@ def _resolve(name: str) -> type[Mechanism]:
 
 
 def get_mechanism(
-    name: str, embedding: Any = None, *, epsilon: float, backend: str = "numpy", device: str | None = None, **params: Any
+    name: str,
+    embedding: Any = None,
+    *,
+    epsilon: float | None = None,
+    max_n_w: float | None = None,
+    backend: str = "numpy",
+    device: str | None = None,
+    **params: Any,
 ) -> Mechanism:
     """Build a mechanism by name.
 
@@ -60,7 +67,14 @@ def get_mechanism(
         The embedding to work on; ``None`` uses the bundled default
         (:func:`deniable.load_embedding`).
     epsilon
-        Privacy parameter ε > 0.
+        Privacy parameter ε > 0. Give either ``epsilon`` or ``max_n_w``.
+    max_n_w
+        Privacy target instead of ε, in (0, 1): the mechanism is built at the largest ε (on a
+        grid 10 % apart) at which every vocabulary word w has N_w = Pr[M(w) = w] ≤ ``max_n_w``,
+        with 95 % confidence where N_w is estimated (docs/calibration.md, "Privacy targets").
+        Resolves from the shipped calibration for the bundled embedding (well under 2 s), else
+        from a calibration computed once and cached. ``mechanism.epsilon_choice`` and
+        ``mechanism.guarantee`` say how ε was chosen.
     backend
         ``"numpy"`` (default) or ``"torch"`` (``pip install "deniable[torch]"``; Madlib,
         Mahalanobis, TEM and BRR sampled on ``device``, same guarantee; see ``docs/gpu.md``).
@@ -71,6 +85,10 @@ def get_mechanism(
     """
     if name not in _REGISTRY:
         raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(available_mechanisms())}")
+    if epsilon is None or max_n_w is not None:
+        from ..calibration.targets import mechanism_for_target
+
+        return mechanism_for_target(name, embedding, epsilon=epsilon, max_n_w=max_n_w, backend=backend, device=device, **params)
     if backend == "torch":
         from ..backends.torch_backend import build
 

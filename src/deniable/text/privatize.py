@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from .tokenize import apply_case, case_pattern, lookup_key, word_pattern
 if TYPE_CHECKING:
     from ..mechanisms.base import Mechanism
 
-__all__ = ["OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov"]
+__all__ = ["OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "PrivatizationSummary", "summarize_privatization"]
 
 #: What happens to out-of-vocabulary words:
 #: ``"unk"`` (default) privatizes each as the single UNK point — the guarantee covers
@@ -26,6 +27,101 @@ OOV_POLICIES = ("unk", "drop", "keep")
 #: the input word's case pattern (lower / Title / UPPER) — that pattern is released as is, outside
 #: the mechanism's guarantee; ``"lower"`` emits vocabulary words as they are (lower case).
 CASE_POLICIES = ("preserve", "lower")
+
+
+#: Below this share of in-vocabulary words changed the output is "almost the input"; above
+#: 1 − this share it is "almost noise" (warnings in :meth:`PrivatizationSummary.warnings`).
+EXTREME_FRACTION = 0.05
+#: Warnings need at least this many in-vocabulary words (fewer say little about the mechanism).
+MIN_WORDS_FOR_WARNINGS = 20
+
+
+@dataclass(frozen=True)
+class PrivatizationSummary:
+    """What a privatization run did: counts, the ε used and how it was chosen.
+
+    ``changed`` counts in-vocabulary words whose output word differs from the input word;
+    ``unknown`` counts out-of-vocabulary words (privatized as UNK, dropped or kept per ``oov``).
+    After ``mechanism.privatize(...)`` the summary of that call is
+    ``mechanism.last_privatization``; the CLI prints :meth:`line` on stderr.
+    """
+
+    mechanism: str
+    epsilon: float
+    words: int
+    in_vocabulary: int
+    changed: int
+    unknown: int
+    oov: str = "unk"
+    max_n_w: float | None = None
+    useful_range: tuple[float, float] | None = None
+
+    @property
+    def fraction_changed(self) -> float:
+        """Share of in-vocabulary words that came out different (NaN when there were none)."""
+        return self.changed / self.in_vocabulary if self.in_vocabulary else float("nan")
+
+    @property
+    def fraction_unknown(self) -> float:
+        return self.unknown / self.words if self.words else float("nan")
+
+    def line(self) -> str:
+        """One line: mechanism, ε (and its target), words changed and unknown."""
+        eps = f"epsilon={self.epsilon:.4g}" + (f" (chosen for max N_w {self.max_n_w:g})" if self.max_n_w is not None else "")
+        ch = "n/a" if not self.in_vocabulary else f"{self.fraction_changed:.1%}"
+        un = "n/a" if not self.words else f"{self.fraction_unknown:.1%}"
+        return (
+            f"{self.mechanism} {eps}: {self.words} words, {ch} of in-vocabulary words changed, "
+            f"{un} unknown (oov={self.oov})"
+        )
+
+    def warnings(self) -> list[str]:
+        """Warnings when the output is almost the input or almost noise, naming the useful range."""
+        if self.in_vocabulary < MIN_WORDS_FOR_WARNINGS:
+            return []
+        f = self.fraction_changed
+        rng = ""
+        if self.useful_range is not None:
+            lo, hi = self.useful_range
+            rng = f"; {self.mechanism}'s useful range on this vocabulary is about epsilon {lo:.3g} to {hi:.3g} (median word changed 95% to 5% of the time)"
+        if f < EXTREME_FRACTION:
+            return [f"only {f:.1%} of in-vocabulary words changed: the output is almost the input (epsilon {self.epsilon:.4g} is large for {self.mechanism}){rng}"]
+        if f > 1.0 - EXTREME_FRACTION:
+            return [f"{f:.1%} of in-vocabulary words changed: the output is almost noise (epsilon {self.epsilon:.4g} is small for {self.mechanism}){rng}"]
+        return []
+
+    def __str__(self) -> str:
+        return self.line()
+
+
+def summarize_privatization(mechanism: Any, stats: dict[str, int], *, oov: str = "unk") -> PrivatizationSummary:
+    """A :class:`PrivatizationSummary` from the ``stats`` counts of :func:`privatize_texts` calls
+    (accumulated over batches). The useful range comes from the mechanism's ε choice, else from a
+    shipped or cached calibration when one exists (nothing is computed)."""
+    choice = getattr(mechanism, "epsilon_choice", None)
+    useful = getattr(choice, "useful_range", None)
+    n_in = int(stats.get("in_vocabulary", stats.get("words", 0) - stats.get("unknown", 0)))
+    frac = stats.get("changed", 0) / n_in if n_in else 0.5
+    extreme = n_in >= MIN_WORDS_FOR_WARNINGS and not (EXTREME_FRACTION <= frac <= 1.0 - EXTREME_FRACTION)
+    if useful is None and extreme:  # only looked up when a warning will name it
+        try:
+            from ..calibration.targets import known_calibration
+
+            cal = known_calibration(mechanism)
+            useful = cal.useful_range() if cal is not None else None
+        except Exception:  # a summary never fails a run
+            useful = None
+    return PrivatizationSummary(
+        mechanism=str(getattr(mechanism, "name", type(mechanism).__name__)),
+        epsilon=float(getattr(mechanism, "epsilon", float("nan"))),
+        words=int(stats.get("words", 0)),
+        in_vocabulary=n_in,
+        changed=int(stats.get("changed", 0)),
+        unknown=int(stats.get("unknown", 0)),
+        oov=oov,
+        max_n_w=getattr(choice, "max_n_w", None),
+        useful_range=tuple(useful) if useful is not None else None,
+    )
 
 
 def check_oov(oov: str) -> str:
@@ -56,7 +152,9 @@ def privatize_texts(
     case pattern. The mechanism's metric-DP guarantee covers the choice of words, so it compares
     documents with the same layout and case patterns.
 
-    ``stats``, when given, is updated in place with the counts ``words`` and ``unknown``;
+    ``stats``, when given, is updated in place with the counts ``words``, ``unknown``,
+    ``in_vocabulary`` and ``changed`` (in-vocabulary words whose output differs from the input);
+    ``mechanism.last_privatization`` is set to the :class:`PrivatizationSummary` of this call;
     ``privatized_per_text``, when given, is extended with the number of words the mechanism
     privatized in each text (UNK included; dropped or kept unknown words excluded).
     """
@@ -72,9 +170,11 @@ def privatize_texts(
             raise TypeError(f"texts must be strings, got {type(t).__name__}")
         parts_list.append(split(t))
     words = [w for parts in parts_list for w in parts[1::2]]
+    own: dict[str, int] = {"words": len(words), "unknown": 0, "in_vocabulary": 0, "changed": 0}
     if stats is not None:
         stats["words"] = stats.get("words", 0) + len(words)
     if not words:
+        _record(mechanism, own, oov, stats)
         if privatized_per_text is not None:
             privatized_per_text.extend([0] * len(parts_list))
         return list(texts)
@@ -97,8 +197,12 @@ def privatize_texts(
         owner = np.repeat(np.arange(len(parts_list)), per_text)
         privatized_per_text.extend(np.bincount(owner[sample], minlength=len(parts_list)).tolist())
     out: list[str | None] = list(words) if oov == "keep" else [None] * len(words)
+    own["unknown"] = n_unknown
+    own["in_vocabulary"] = len(ids) - n_unknown
     if sample.any():
         chosen = mechanism.sample_ids(ids[sample], rng=gen)
+        src = ids[sample]
+        own["changed"] = int(((chosen != src) & (src >= 0)).sum())
         new = [vocab.words[i] for i in chosen.tolist()]
         positions = np.flatnonzero(sample).tolist()
         if uncased and case == "preserve":
@@ -115,4 +219,15 @@ def privatize_texts(
             parts[1::2] = [w if w is not None else "" for w in out[k : k + n]]
             k += n
         result.append("".join(parts))
+    _record(mechanism, own, oov, stats)
     return result
+
+
+def _record(mechanism: Any, own: dict[str, int], oov: str, stats: dict[str, int] | None) -> None:
+    if stats is not None:
+        for key in ("in_vocabulary", "changed"):
+            stats[key] = stats.get(key, 0) + own[key]
+    try:
+        mechanism.last_privatization = summarize_privatization(mechanism, own, oov=oov)
+    except AttributeError:  # objects that take no attributes (slots, proxies)
+        pass

@@ -1,0 +1,129 @@
+"""Build the shipped ε calibrations (src/deniable/calibration/data/*.npz) and the data behind
+docs/results/privacy_targets.md.
+
+For each mechanism with default parameters on the bundled embedding: per-word N_w over the
+default ε grid (deniable.calibration.targets), every vocabulary word where the estimator allows
+(TEM: exact kernel; Madlib/Mahalanobis: radial, exact in the noise radius: every word screened
+with 4 directions, the 600 riskiest, the 1 % most isolated and 300 random words refined with
+128), isolated + random words for BRR (sampled); S_w quantiles from a stratified-sample sweep.
+With ``--study`` also Mahalanobis at λ ∈ {0.25, 0.5, 0.75, 1} (rare-word exposure study), saved
+under build/calibration/.
+
+    python scripts/build_calibration.py                            # CPU only
+    python scripts/build_calibration.py --backend torch            # radial part on a GPU
+    python scripts/build_calibration.py --mechanisms tem            # one mechanism
+
+Results are deterministic for a given --seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import deniable  # noqa: E402
+from deniable.calibration.plausible import plausible_deniability, select_words  # noqa: E402
+from deniable.calibration.targets import compute_calibration  # noqa: E402
+
+
+def s_w_sweep(factory, cal, *, words: int, draws: int, eta: float, seed: int, sampler=None) -> dict:
+    """S_w quantiles (5th, 50th percentile, min) over a density-stratified word sample at the
+    grid ε where the median word's N_w goes from 0.01 to 0.99 (6 points)."""
+    med = cal.quantile(0.5)
+    lo = int(np.searchsorted(med, 0.01))
+    hi = int(min(np.searchsorted(med, 0.99), med.size - 1))
+    idx = np.unique(np.linspace(max(lo - 1, 0), hi, 6).round().astype(int))
+    ids = select_words(factory(1.0), words, rng=seed)
+    out = {"epsilons": [], "p5": [], "p50": [], "min": [], "n_words": int(ids.size), "eta": eta, "draws": draws}
+    for j in idx:
+        e = float(cal.epsilons[j])
+        pd = plausible_deniability((sampler or factory)(e), ids, draws=draws, eta=eta, rng=seed + int(j))
+        s = np.asarray(pd.s_w, dtype=float)
+        out["epsilons"].append(e)
+        out["p5"].append(float(np.quantile(s, 0.05)))
+        out["p50"].append(float(np.median(s)))
+        out["min"].append(float(s.min()))
+        out["method"] = pd.method
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mechanisms", default="tem,madlib,mahalanobis,brr")
+    ap.add_argument("--out", default=str(ROOT / "src/deniable/calibration/data"))
+    ap.add_argument("--backend", default="numpy", choices=["numpy", "torch"])
+    ap.add_argument("--directions", type=int, default=128)
+    ap.add_argument("--draws", type=int, default=100, help="BRR draws per word and grid epsilon")
+    ap.add_argument("--brr-isolated", type=int, default=100)
+    ap.add_argument("--brr-sample", type=int, default=300)
+    ap.add_argument("--screen", type=int, default=4, help="radial: screening directions for every word")
+    ap.add_argument("--refine", type=int, default=600, help="radial: highest-screened words refined")
+    ap.add_argument("--isolated", type=int, default=0, help="radial: most isolated words refined (per ranking; the 1%% most isolated by nearest-neighbour distance always are)")
+    ap.add_argument("--sample", type=int, default=300, help="radial: random words refined")
+    ap.add_argument("--sw-words", type=int, default=100)
+    ap.add_argument("--sw-draws", type=int, default=100)
+    ap.add_argument("--study", action="store_true", help="also Mahalanobis at lam 0.25, 0.5, 0.75, 1 (build/calibration/)")
+    ap.add_argument("--study-out", default=str(ROOT / "build" / "calibration"))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    emb = deniable.load_embedding()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    # the 1 % most isolated words (Euclidean nearest-neighbour distance), measured for every
+    # mechanism so the rare-word study compares the same words
+    from deniable.calibration.plausible import _knn_dists
+
+    nn = _knn_dists(deniable.Madlib(emb, epsilon=1.0), np.arange(len(emb)), 1)[:, 0]
+    iso = np.argsort(-nn, kind="stable")[: len(emb) // 100]
+
+    jobs = []
+    for name in [m for m in args.mechanisms.split(",") if m and m != "none"]:
+        jobs.append((name, {}, out / f"{name}.npz"))
+    if args.study:
+        study = Path(args.study_out)
+        study.mkdir(parents=True, exist_ok=True)
+        for lam in (0.25, 0.75, 1.0):
+            jobs.append(("mahalanobis", {"lam": lam}, study / f"mahalanobis_lam{lam:g}.npz"))
+    summary = {}
+    for name, params, path in jobs:
+        t0 = time.perf_counter()
+
+        def factory(e, name=name, params=params):
+            return deniable.get_mechanism(name, emb, epsilon=e, **params)
+
+        sampler = None
+        if name == "brr" and args.backend == "torch":
+            def sampler(e):
+                return deniable.get_mechanism("brr", emb, epsilon=e, backend="torch")
+        kw = dict(directions=args.directions, rng=args.seed, progress=False, backend=args.backend)
+        if name == "brr":
+            kw.update(words=args.brr_sample, isolated=args.brr_isolated, sample=args.brr_sample, draws=args.draws, extra=iso,
+                      sampler=sampler)
+        elif name == "tem":
+            kw.update(words="all")
+        else:
+            kw.update(words="auto", screen=args.screen, refine=args.refine, isolated=args.isolated, sample=args.sample, extra=iso)
+        cal = compute_calibration(factory, **kw)
+        t1 = time.perf_counter()
+        if not params:
+            cal.s_w = s_w_sweep(factory, cal, words=args.sw_words, draws=args.sw_draws, eta=0.01, seed=args.seed, sampler=sampler)
+        cal.meta["build_seconds"] = round(t1 - t0, 1)
+        cal.meta["s_w_seconds"] = round(time.perf_counter() - t1, 1)
+        cal.meta["isolated_1pct"] = iso.tolist()
+        cal.save(path, compact=True)
+        summary[f"{name}{params}"] = {"seconds": cal.meta["build_seconds"], "coverage": cal.coverage, "table": cal.table(),
+                                      "bytes": path.stat().st_size}
+        print(json.dumps({f"{name}{params}": summary[f"{name}{params}"]}, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()

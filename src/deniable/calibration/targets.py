@@ -1,0 +1,898 @@
+"""Privacy targets instead of raw ε: ε ↦ N_w curves for a whole vocabulary, shipped or cached.
+
+A target ``max_n_w = τ`` asks for the largest ε at which *every* vocabulary word w satisfies
+N_w = Pr[M(w) = w] ≤ τ (Madlib paper §3.2 and §4.1: choose ε from the plausible-deniability
+statistics, worst words included). :func:`calibration_for` returns a :class:`Calibration` —
+per-word N_w over a geometric grid of ε with upper confidence bounds — and
+:meth:`Calibration.choose` turns a target into an ε, erring on the private side.
+
+Where a calibration comes from (fastest first):
+
+1. **shipped**: package data for the bundled embedding and each mechanism's default parameters
+   (``deniable/calibration/data/*.npz``, built by ``scripts/build_calibration.py``), covering
+   every vocabulary word;
+2. **cached**: a calibration computed earlier for the same vocabulary fingerprint, mechanism and
+   parameters (``$DENIABLE_CACHE_DIR/calibration/``);
+3. **computed** now, with a progress bar, by the best estimator the mechanism supports:
+
+   ============  =====================================================================  ===========
+   estimator     how                                                                    mechanisms
+   ============  =====================================================================  ===========
+   ``kernel``    exact closed form from each word's distance histogram; bins are        TEM
+                 rounded up, so N_w is over-estimated by at most a stated factor         (Euclidean)
+   ``radial``    noise = R·u with R ~ Gamma(d, 1/ε): for each sampled direction u the   Madlib,
+                 output is w iff R ≤ t_w(u), the distance to the edge of w's Voronoi    Mahalanobis
+                 cell along u; N_w(ε) = mean_u Pr[R ≤ t_w(u)], exact in R, for every ε
+   ``exact``    ``mechanism.probabilities(w)`` per word and ε                          any with
+                                                                                        probabilities
+   ``sampled``  ``sample_ids`` at grid ε (12 per decade), Wilson bounds; words chosen  BRR, any
+                 by isolation (Hamming for BRR) plus a random sample
+   ============  =====================================================================  ===========
+
+Confidence. ``n_w_upper`` is a one-sided upper bound at level ``confidence``: Wilson's score
+bound on the sum of the per-direction (per-draw, per-order) values, each in [0, 1] (a Bernoulli
+variable is the most spread [0, 1] variable with a given mean). :meth:`Calibration.choose` takes
+the largest grid ε such that, at that ε *and every smaller grid ε*, the largest upper bound over
+the covered words is ≤ τ; if some word's true N_w exceeds τ at the chosen ε, then the word with
+the largest true N_w at the smallest failing grid ε had its bound below its value, which happens
+with probability ≤ 1 − confidence. So: with probability ≥ ``confidence``, every covered word
+meets the target. ``coverage`` says which words are covered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from .._rng import RNGLike, as_generator
+from .._validation import check_int
+
+__all__ = [
+    "Calibration",
+    "EpsilonChoice",
+    "calibration_for",
+    "compute_calibration",
+    "choose_epsilon",
+    "check_target",
+    "shipped_calibration",
+    "calibration_key",
+    "default_epsilons",
+    "ESTIMATORS",
+]
+
+FORMAT_VERSION = 1
+ESTIMATORS = ("kernel", "radial", "exact", "sampled")
+_DATA = Path(__file__).with_name("data")
+
+
+def default_epsilons(lo: float = 0.01, hi: float = 100.0, per_decade: int = 24) -> np.ndarray:
+    """Geometric ε grid from ``lo`` to ``hi`` with ``per_decade`` points per factor 10 (ratio
+    10^(1/24) ≈ 1.10 by default: the chosen ε is within 10 % of the boundary)."""
+    n = int(round(math.log10(hi / lo) * per_decade)) + 1
+    return np.geomspace(lo, hi, n)
+
+
+def check_target(name: str, value: Any) -> float:
+    """A probability target strictly between 0 and 1 (``max_n_w``); errors say what is allowed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
+    v = float(value)
+    if not (0.0 < v < 1.0):
+        raise ValueError(
+            f"{name} must be strictly between 0 and 1 (the largest allowed chance that a word comes back unchanged), got {value!r}"
+        )
+    return v
+
+
+def _upper_bound(sums: np.ndarray, n: int, confidence: float) -> np.ndarray:
+    """One-sided Wilson upper bound for means of ``n`` values in [0, 1] with the given sums."""
+    z = NormalDist().inv_cdf(confidence)
+    p = np.clip(np.asarray(sums, dtype=np.float64) / n, 0.0, 1.0)
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return np.clip(centre + half, p, 1.0)
+
+
+# -- the calibration record ----------------------------------------------------------------------
+
+
+@dataclass
+class EpsilonChoice:
+    """How an ε was chosen from a target (``mechanism.epsilon_choice``; also in its guarantee)."""
+
+    epsilon: float
+    max_n_w: float
+    confidence: float
+    coverage: str
+    estimator: str
+    source: str
+    worst_n_w: float  # upper confidence bound of the worst covered word at epsilon
+    worst_word: str
+    median_n_w: float
+    changed: float  # expected fraction of (vocabulary) words changed: 1 - mean N_w
+    useful_range: tuple[float, float]  # ε where the median word's N_w goes from 0.05 to 0.95
+
+    def __str__(self) -> str:
+        return (
+            f"chosen for max_n_w={self.max_n_w:g}: the largest epsilon on the grid at which every word of {self.coverage} has "
+            f"N_w <= {self.max_n_w:g} (worst: {self.worst_word!r}, {self.confidence:.0%} upper bound {self.worst_n_w:.3g}; "
+            f"median word {self.median_n_w:.3g}; {self.estimator} estimator, {self.source})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Calibration:
+    """Per-word N_w of one mechanism (name + parameters) on one vocabulary over a grid of ε.
+
+    ``n_w`` and ``n_w_upper`` are ``(words, epsilons)`` arrays for the words ``word_ids``:
+    point estimates and one-sided upper bounds at level ``confidence`` (equal when exact).
+    ``sample`` marks the words that form a random sample of the vocabulary (used for medians and
+    words-changed fractions); with ``coverage == "all words"`` every word is measured.
+    """
+
+    mechanism: str
+    params: dict[str, Any]
+    fingerprint: str
+    n_vocab: int
+    estimator: str
+    confidence: float
+    coverage: str
+    epsilons: np.ndarray
+    word_ids: np.ndarray
+    n_w: np.ndarray
+    n_w_upper: np.ndarray
+    sample: np.ndarray
+    words: list[str] = field(default_factory=list)  # words of word_ids (for reports)
+    s_w: dict[str, Any] | None = None  # optional S_w quantiles from a sweep: {"epsilons", "p5", "p50", "min", "n_words", "eta"}
+    meta: dict[str, Any] = field(default_factory=dict)
+    source: str = "computed"
+    # exact worst-case columns kept when per-word values were stored rounded (compact files)
+    exact_worst: tuple[np.ndarray, np.ndarray] | None = None
+
+    # -- summaries -------------------------------------------------------------------------
+    @property
+    def worst_upper(self) -> np.ndarray:
+        """Largest upper bound over the covered words at each grid ε."""
+        if self.exact_worst is not None:
+            return self.exact_worst[0]
+        return self.n_w_upper.max(axis=0)
+
+    @property
+    def worst_index(self) -> np.ndarray:
+        if self.exact_worst is not None:
+            return self.exact_worst[1]
+        return np.argmax(self.n_w_upper, axis=0)
+
+    def quantile(self, q: float) -> np.ndarray:
+        """The q-quantile over the sampled words of the N_w point estimates, at each grid ε."""
+        return np.quantile(self.n_w[self.sample], q, axis=0)
+
+    @property
+    def changed(self) -> np.ndarray:
+        """Expected fraction of vocabulary words changed (1 − mean N_w over the sampled words)."""
+        return 1.0 - self.n_w[self.sample].mean(axis=0)
+
+    def _interp(self, y: np.ndarray, epsilon: float) -> np.ndarray:
+        """Value at ``epsilon`` from grid columns of ``y``: linear in log ε between grid points,
+        using the upper neighbour's value when ε is off the grid (N_w grows with ε, so this errs high)."""
+        e = self.epsilons
+        if epsilon <= e[0]:
+            return y[..., 0]
+        if epsilon >= e[-1]:
+            return y[..., -1]
+        j = int(np.searchsorted(e, epsilon))
+        if math.isclose(e[j], epsilon, rel_tol=1e-9):
+            return y[..., j]
+        if math.isclose(e[j - 1], epsilon, rel_tol=1e-9):
+            return y[..., j - 1]
+        return y[..., j]
+
+    def summary_at(self, epsilon: float) -> dict[str, Any]:
+        """Median and worst N_w, worst word and words-changed fraction at ``epsilon`` (off-grid:
+        the next larger grid ε, the private side)."""
+        up = self._interp(self.n_w_upper, epsilon)
+        i = int(np.argmax(up))
+        pt = self._interp(self.n_w, epsilon)
+        worst_up = float(up[i])
+        if self.exact_worst is not None:
+            i = int(self._interp(self.exact_worst[1], epsilon))
+            worst_up = float(self._interp(self.exact_worst[0], epsilon))
+        return {
+            "epsilon": float(epsilon),
+            "median_n_w": float(np.median(pt[self.sample])),
+            "p99_n_w": float(np.quantile(pt[self.sample], 0.99)),
+            "worst_n_w": float(pt[i]),
+            "worst_n_w_upper": worst_up,
+            "worst_word": self.words[i] if self.words else str(int(self.word_ids[i])),
+            "changed": float(1.0 - pt[self.sample].mean()),
+        }
+
+    def useful_range(self) -> tuple[float, float]:
+        """ε where the median word's N_w crosses 0.05 and 0.95 (outside: output ≈ noise / ≈ input)."""
+        med = self.quantile(0.5)
+        lo = self.epsilons[np.searchsorted(med, 0.05)] if med[-1] >= 0.05 else self.epsilons[-1]
+        hi = self.epsilons[min(np.searchsorted(med, 0.95), len(med) - 1)]
+        return float(lo), float(hi)
+
+    def choose(self, max_n_w: float) -> EpsilonChoice:
+        """The largest grid ε such that at it and every smaller grid ε the worst covered word's
+        upper bound is ≤ ``max_n_w`` (see the module docstring for the guarantee)."""
+        tau = check_target("max_n_w", max_n_w)
+        ok = self.worst_upper <= tau
+        if not ok[0]:
+            raise ValueError(
+                f"no epsilon >= {self.epsilons[0]:g} meets max_n_w={tau:g} for {self.mechanism} on this vocabulary "
+                f"(worst word {self.words[int(self.worst_index[0])] if self.words else '?'!r} has N_w up to {self.worst_upper[0]:.3g} "
+                f"even there); raise the target"
+            )
+        j = int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1
+        eps = float(self.epsilons[j])
+        s = self.summary_at(eps)
+        return EpsilonChoice(
+            epsilon=eps, max_n_w=tau, confidence=self.confidence, coverage=self.coverage, estimator=self.estimator,
+            source=self.source, worst_n_w=s["worst_n_w_upper"], worst_word=s["worst_word"], median_n_w=s["median_n_w"],
+            changed=s["changed"], useful_range=self.useful_range(),
+        )
+
+    def table(self, targets: Sequence[float] = (0.9, 0.5, 0.1)) -> list[dict[str, Any]]:
+        """For each target: the chosen ε and the median / worst N_w and words changed there."""
+        rows = []
+        for t in targets:
+            try:
+                c = self.choose(t)
+            except ValueError:
+                rows.append({"max_n_w": t, "epsilon": None})
+                continue
+            rows.append({"max_n_w": t, **self.summary_at(c.epsilon)})
+        return rows
+
+    def n_w_of(self, ids: Sequence[int] | np.ndarray, epsilon: float) -> np.ndarray:
+        """Point estimates of N_w at ``epsilon`` for vocabulary ids (NaN for unmeasured words)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        col = self._interp(self.n_w, epsilon)
+        pos = np.full(self.n_vocab, -1, dtype=np.int64)
+        pos[self.word_ids] = np.arange(self.word_ids.size)
+        out = np.full(ids.shape, np.nan)
+        ok = (ids >= 0) & (ids < self.n_vocab)
+        p = np.where(ok, pos[np.clip(ids, 0, self.n_vocab - 1)], -1)
+        out[p >= 0] = col[p[p >= 0]]
+        return out
+
+    def __repr__(self) -> str:
+        e = self.epsilons
+        return (
+            f"Calibration({self.mechanism}, params={self.params}, vocabulary={self.n_vocab} words [{self.fingerprint}], "
+            f"{self.estimator} estimator, coverage={self.coverage!r}, epsilon grid {e[0]:g}..{e[-1]:g} ({e.size} points), "
+            f"source={self.source})"
+        )
+
+    # -- storage -----------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], *, compact: bool = False) -> Path:
+        """Write an ``.npz`` (atomically). ``compact`` stores per-word values as uint8 rounded *up*
+        (1/255 steps, so stored N_w never under-states) and keeps exact float worst-case columns."""
+        from .._files import atomic_binary
+
+        header = {
+            "format": FORMAT_VERSION, "mechanism": self.mechanism, "params": self.params, "fingerprint": self.fingerprint,
+            "n_vocab": self.n_vocab, "estimator": self.estimator, "confidence": self.confidence, "coverage": self.coverage,
+            "s_w": self.s_w, "meta": self.meta, "compact": compact,
+        }
+        arrays: dict[str, np.ndarray] = {
+            "epsilons": self.epsilons, "word_ids": self.word_ids.astype(np.int32), "sample": self.sample,
+            "worst_upper": self.worst_upper, "worst_index": self.worst_index.astype(np.int32),
+            "words": np.array(self.words, dtype=np.str_),
+        }
+        if compact:
+            arrays["n_w_q"] = np.ceil(np.clip(self.n_w, 0, 1) * 255 - 1e-9).astype(np.uint8)
+            arrays["n_w_upper_q"] = np.ceil(np.clip(self.n_w_upper, 0, 1) * 255 - 1e-9).astype(np.uint8)
+        else:
+            arrays["n_w"] = self.n_w
+            arrays["n_w_upper"] = self.n_w_upper
+        arrays["header"] = np.array(json.dumps(header))
+        path = Path(path)
+        with atomic_binary(path) as f:
+            np.savez_compressed(f, **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, source: str | None = None) -> Calibration:
+        with np.load(path, allow_pickle=False) as z:
+            h = json.loads(str(z["header"]))
+            if h.get("format") != FORMAT_VERSION:
+                raise ValueError(f"{path}: calibration format {h.get('format')} is not {FORMAT_VERSION}; rebuild it")
+            if h.get("compact"):
+                n_w = z["n_w_q"].astype(np.float64) / 255.0
+                up = z["n_w_upper_q"].astype(np.float64) / 255.0
+                # the exact worst-case column decides targets; keep it exact
+                exact_worst = (z["worst_upper"].astype(np.float64), z["worst_index"].astype(np.int64))
+            else:
+                n_w, up = z["n_w"], z["n_w_upper"]
+                exact_worst = None
+            return cls(
+                mechanism=h["mechanism"], params=h["params"], fingerprint=h["fingerprint"], n_vocab=int(h["n_vocab"]),
+                estimator=h["estimator"], confidence=float(h["confidence"]), coverage=h["coverage"],
+                epsilons=z["epsilons"].astype(np.float64), word_ids=z["word_ids"].astype(np.int64), n_w=n_w, n_w_upper=up,
+                sample=z["sample"].astype(bool), words=[str(w) for w in z["words"]], s_w=h.get("s_w"), meta=h.get("meta", {}),
+                source=source or f"loaded from {path}", exact_worst=exact_worst,
+            )
+
+
+# -- keys, shipped data and the cache -----------------------------------------------------------
+
+
+def calibration_key(factory: Callable[[float], Any]) -> tuple[str, dict[str, Any], str]:
+    """(mechanism name, parameters that do not depend on ε, vocabulary fingerprint) of a factory.
+
+    Parameters derived from ε (TEM's γ from β) differ between two probes and are left out, so a
+    calibration is keyed by what the user chose, not by a value ε sets."""
+    from .plausible import mechanism_params
+
+    a, b = factory(1.0), factory(2.0)
+    pa, pb = mechanism_params(a), mechanism_params(b)
+    params = {k: v for k, v in pa.items() if pb.get(k) == v}
+    return str(getattr(a, "name", type(a).__name__)), params, str(getattr(a.vocabulary, "fingerprint", "?"))
+
+
+def _key_hash(name: str, params: dict[str, Any], fingerprint: str) -> str:
+    blob = json.dumps({"m": name, "p": params, "f": fingerprint, "v": FORMAT_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def shipped_calibration(name: str, params: dict[str, Any], fingerprint: str) -> Calibration | None:
+    """The calibration shipped with the package for this key, or None."""
+    path = _DATA / f"{name}.npz"
+    if not path.is_file():
+        return None
+    cal = Calibration.load(path, source="shipped calibration")
+    if cal.fingerprint != fingerprint or cal.params != params:
+        return None
+    return cal
+
+
+def _cache_file(name: str, params: dict[str, Any], fingerprint: str, cache_dir: Any) -> Path:
+    from ..neighbors.neighborhoods import cache_directory
+
+    return cache_directory(cache_dir) / "calibration" / f"{name}-{fingerprint}-{_key_hash(name, params, fingerprint)}-v{FORMAT_VERSION}.npz"
+
+
+def calibration_for(
+    factory: Callable[[float], Any],
+    *,
+    cache_dir: str | os.PathLike[str] | None | bool = None,
+    progress: bool | None = None,
+    rng: RNGLike = 0,
+    **options: Any,
+) -> Calibration:
+    """The calibration of ``factory(ε)``: shipped, cached, or computed now (and cached).
+
+    ``cache_dir=False`` neither reads nor writes the disk cache. ``options`` go to
+    :func:`compute_calibration` when it must compute (they are not part of the cache key: pass
+    ``cache_dir=False`` to force them)."""
+    name, params, fp = calibration_key(factory)
+    cal = shipped_calibration(name, params, fp)
+    if cal is not None:
+        return cal
+    path = None if cache_dir is False else _cache_file(name, params, fp, cache_dir)
+    if path is not None and path.is_file():
+        try:
+            cal = Calibration.load(path, source=f"cached calibration {path}")
+            if cal.fingerprint == fp and cal.params == params:
+                return cal
+        except (OSError, ValueError, KeyError):
+            pass  # unreadable or stale: rebuild
+    cal = compute_calibration(factory, progress=progress, rng=rng, **options)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cal.save(path)
+        cal.source = f"computed and cached in {path}"
+    return cal
+
+
+def choose_epsilon(factory: Callable[[float], Any], max_n_w: float, **kwargs: Any) -> tuple[EpsilonChoice, Calibration]:
+    """Resolve a target: ``(choice, calibration)`` for ``factory(ε)`` (see :func:`calibration_for`)."""
+    tau = check_target("max_n_w", max_n_w)
+    cal = calibration_for(factory, **kwargs)
+    return cal.choose(tau), cal
+
+
+# -- estimators ------------------------------------------------------------------------------------
+
+
+class _NoBar:
+    def update(self, n: float = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _bar(total: int, progress: bool | None, desc: str) -> Any:
+    if progress is False:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="word", file=sys.stderr, dynamic_ncols=True, leave=False,
+                disable=True if progress is False else (None if progress is None else False))
+
+
+def _radial_directions(mech: Any, n: int, gen: np.random.Generator) -> np.ndarray | None:
+    """Noise directions u (rows) such that the mechanism's noise is R·u with R ~ Gamma(dim, 1/ε),
+    or None when the mechanism is not of that form (then another estimator is used)."""
+    from ..mechanisms.madlib import Madlib
+    from ..mechanisms.mahalanobis import Mahalanobis
+
+    if type(mech) not in (Madlib, Mahalanobis) or getattr(mech, "_index_spec", None) not in ("exact", "faiss-flat"):
+        return None  # an approximate search changes which word is returned
+    d = mech.embedding.dim
+    u = gen.standard_normal((n, d))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    if isinstance(mech, Mahalanobis) and mech.lam > 0:
+        u = u @ mech._sqrt
+    return u
+
+
+def radial_edges(vectors: np.ndarray, ids: np.ndarray, directions: np.ndarray, *,
+                 progress: Callable[[int], None] | None = None, backend: str = "numpy", memory_elements: int = 1 << 22) -> np.ndarray:
+    """t_w(u) for each word of ``ids`` and each direction row u: the largest t with
+    φ(w) + t·u still in w's (Euclidean) Voronoi cell, i.e. min over v with (φ_v − φ_w)·u > 0 of
+    ‖φ_v − φ_w‖² / (2 (φ_v − φ_w)·u) (inf when w's cell is unbounded along u). Exact over the
+    whole vocabulary; ``(len(ids), len(directions))`` float64. Works on blocks of words of about
+    ``memory_elements`` (words × vocabulary × directions) float32 values."""
+    if backend == "torch":
+        return _radial_edges_torch(vectors, ids, directions, progress=progress)
+    X = np.asarray(vectors, dtype=np.float32)
+    V = X.shape[0]
+    D = directions.shape[0]
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float64).astype(np.float32)
+    P = np.ascontiguousarray((X @ directions.T.astype(np.float32)).T)  # (D, V)
+    out = np.empty((ids.size, D))
+    block = max(1, memory_elements // (V * D))
+    for s in range(0, ids.size, block):
+        b = ids[s : s + block]
+        num = X[b] @ X.T  # (b, V) -> squared distances
+        num *= -2.0
+        num += sq[None, :]
+        num += sq[b][:, None]
+        np.maximum(num, 0.0, out=num)
+        num[np.arange(b.size), b] = np.inf  # the word itself never competes
+        den = P[None, :, :] - P[:, b].T[:, :, None]  # (b, D, V): (φ_v − φ_w)·u
+        den *= 2.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = num[:, None, :] / den
+        r[den <= 0] = np.inf
+        out[s : s + b.size] = r.min(axis=2)
+        if progress is not None:
+            progress(b.size)
+    return out
+
+
+def _radial_edges_torch(vectors: np.ndarray, ids: np.ndarray, directions: np.ndarray, *, progress: Any = None) -> np.ndarray:
+    from .._optional import import_optional
+
+    torch = import_optional("torch", purpose="the torch backend of the radial calibration")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    X = torch.as_tensor(np.asarray(vectors, dtype=np.float32), device=dev)
+    sq = (X.double() ** 2).sum(1)
+    P = X @ torch.as_tensor(directions.T.astype(np.float32), device=dev)
+    out = np.empty((ids.size, directions.shape[0]))
+    block = 64
+    for s in range(0, ids.size, block):
+        b = torch.as_tensor(ids[s : s + block], device=dev)
+        num = torch.clamp(sq[b, None] + sq[None, :] - 2.0 * (X[b] @ X.T).double(), min=0).float()  # (b, V)
+        den = 2.0 * (P[None, :, :] - P[b][:, None, :])  # (b, V, D)
+        r = torch.where(den > 0, num[:, :, None] / den, torch.full_like(den, float("inf")))
+        r[torch.arange(b.numel(), device=dev), b] = float("inf")
+        out[s : s + b.numel()] = r.min(dim=1).values.double().cpu().numpy()
+        if progress is not None:
+            progress(int(b.numel()))
+    return out
+
+
+def _radial_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, directions: np.ndarray, confidence: float,
+                   progress: Callable[[int], None] | None, backend: str) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.special import gammainc
+
+    d = mech.embedding.dim
+    t = radial_edges(mech.embedding.vectors, ids, directions, progress=progress, backend=backend)
+    n_w = np.empty((ids.size, epsilons.size))
+    sums = np.empty_like(n_w)
+    D = directions.shape[0]
+    for j, e in enumerate(epsilons):
+        f = gammainc(d, np.minimum(e * t, 1e300))  # Pr[Gamma(d, 1/ε) <= t] = P(d, ε t)
+        sums[:, j] = f.sum(axis=1)
+        n_w[:, j] = sums[:, j] / D
+    return n_w, _upper_bound(sums, D, confidence)
+
+
+def _tem_usable(mech: Any) -> bool:
+    from ..mechanisms.tem import TEM
+
+    return type(mech) is TEM and mech.metric == "euclidean"
+
+
+def _kernel_curves(factory: Callable[[float], Any], probe: Any, ids: np.ndarray, epsilons: np.ndarray, *, bins: int = 4096,
+                   progress: Callable[[int], None] | None, block: int = 256) -> tuple[np.ndarray, dict[str, Any]]:
+    """TEM: N_w = 1 / Σ_y exp(−(ε/2)·min(d(w, y), γ)) from per-word histograms of the distances,
+    every distance rounded *up* to its bin's upper edge (plus a float32 margin), so N_w is never
+    under-estimated; the over-estimate factor is at most exp((ε/2)·(bin width + margin))."""
+    X = np.asarray(probe.embedding.vectors, dtype=np.float32)
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    norms = np.sqrt(sq)
+    dmax = 2.0 * float(norms.max()) + 1e-6
+    width = dmax / bins
+    margin = 1e-3 * math.sqrt(float(sq.max()))  # float32 Gram rounding in d, generously
+    hi = (np.arange(bins) + 1) * width + margin
+    gammas = np.array([factory(float(e)).gamma for e in epsilons])
+    W = np.exp(-(epsilons[None, :] / 2.0) * np.minimum(hi[:, None], gammas[None, :]))  # (bins, E)
+    n_w = np.empty((ids.size, epsilons.size))
+    sq32 = sq.astype(np.float32)
+    inv = np.float32(1.0 / width)
+    for s in range(0, ids.size, block):
+        b = ids[s : s + block]
+        d = X[b] @ X.T  # float32 (b, V), turned in place into bin indices
+        d *= -2.0
+        d += sq32[None, :]
+        d += sq32[b][:, None]
+        np.maximum(d, 0.0, out=d)
+        np.sqrt(d, out=d)
+        d *= inv
+        k = d.astype(np.int32)
+        np.minimum(k, bins - 1, out=k)
+        self_bin = k[np.arange(b.size), b].copy()
+        k += (np.arange(b.size, dtype=np.int32) * bins)[:, None]
+        hist = np.bincount(k.ravel(), minlength=b.size * bins).reshape(b.size, bins).astype(np.float64)
+        hist[np.arange(b.size), self_bin] -= 1.0  # the word itself: weight exp(0) = 1, added exactly
+        n_w[s : s + b.size] = 1.0 / (1.0 + hist @ W)
+        if progress is not None:
+            progress(b.size)
+    err = float(np.exp((epsilons.max() / 2.0) * (width + margin)))
+    return n_w, {"bins": bins, "bin_width": width, "margin": margin, "max_overestimate_factor": err}
+
+
+def _exact_curves(factory: Callable[[float], Any], ids: np.ndarray, epsilons: np.ndarray,
+                  progress: Callable[[int], None] | None) -> np.ndarray:
+    n_w = np.empty((ids.size, epsilons.size))
+    mechs = [factory(float(e)) for e in epsilons]
+    for i, w in enumerate(ids.tolist()):
+        for j, m in enumerate(mechs):
+            n_w[i, j] = float(np.asarray(m.probabilities(int(w)))[w])
+        if progress is not None:
+            progress(1)
+    return n_w
+
+
+def _sampled_curves(factory: Callable[[float], Any], ids: np.ndarray, epsilons: np.ndarray, draws: int, confidence: float,
+                    gen: np.random.Generator, progress: Callable[[int], None] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Wilson bounds from ``draws`` samples per word at a thinned, bracketed part of the grid;
+    returns (n_w, upper, measured-epsilon mask). Unmeasured grid points copy the nearest
+    measured one above (below the bracket) or below (above it, where every word was ≥ 0.995)."""
+    E = epsilons.size
+    step = max(1, int(round(E / (math.log10(epsilons[-1] / epsilons[0]) * 12)))) if E > 1 and epsilons[-1] > epsilons[0] else 1
+    grid = list(range(0, E, step))
+    if grid[-1] != E - 1:
+        grid.append(E - 1)
+    def hits_at(j: int, n: int) -> np.ndarray:
+        out = factory(float(epsilons[j])).sample_ids(np.repeat(ids, n), rng=gen).reshape(ids.size, n)
+        return (out == ids[:, None]).sum(axis=1)
+
+    # bracket: probe decade-spaced grid points with few draws for the first with any hit
+    coarse = grid[::12]
+    start = 0
+    for j in coarse:
+        if hits_at(j, max(4, draws // 10)).any():
+            break
+        start = j
+    todo = [j for j in grid if j >= start]
+    hits = np.full((ids.size, E), np.nan)
+    measured = np.zeros(E, dtype=bool)
+    done = 0
+    for j in todo:
+        hits[:, j] = hits_at(j, draws)
+        measured[j] = True
+        done += 1
+        if progress is not None:
+            progress(ids.size / len(todo))
+        if (hits[:, j] >= 0.995 * draws).all():
+            break
+    if progress is not None and done < len(todo):
+        progress(ids.size * (len(todo) - done) / len(todo))
+    idx = np.flatnonzero(measured)
+    # below the first measured point: its values (N_w grows with ε); above the last: its values
+    # for the point estimate and the upper bound 1 (never under-states)
+    pos = np.clip(np.searchsorted(idx, np.arange(E)), 0, idx.size - 1)
+    filled = hits[:, idx[pos]]
+    n_w = filled / draws
+    up = _upper_bound(filled, draws, confidence)
+    up[:, np.arange(E) > idx[-1]] = 1.0
+    return n_w, up, measured
+
+
+def _isolated_words(probe: Any, m: int) -> np.ndarray:
+    """Most isolated vocabulary words: :func:`~deniable.calibration.plausible.extreme_words`
+    (Euclidean) for embedding mechanisms, Hamming nearest-neighbour distances for binary codes."""
+    from .plausible import extreme_words
+
+    if m <= 0:
+        return np.zeros(0, dtype=np.int64)
+    ext = extreme_words(probe, m, k=10)
+    be = getattr(probe, "binary_embedding", None)
+    if ext.size == 0 and be is not None:
+        from ..binary.hamming import HammingIndex
+
+        V = len(be)
+        _, d = HammingIndex(be.codes).knn(be.codes[:V], min(11, V))
+        ids = np.arange(V)
+        first = np.lexsort((ids, -d[:, 1] if d.shape[1] > 1 else -d[:, 0]))[:m]
+        kth = np.lexsort((ids, -d[:, -1]))[:m]
+        ext = np.union1d(first, kth).astype(np.int64)
+    return ext
+
+
+def _has_probabilities(mech: Any) -> bool:
+    fn = getattr(mech, "probabilities", None)
+    if not callable(fn):
+        return False
+    try:
+        fn(0)
+    except NotImplementedError:
+        return False
+    return True
+
+
+def _pick_estimator(probe: Any) -> str:
+    if _tem_usable(probe):
+        return "kernel"
+    if _radial_directions(probe, 1, np.random.default_rng(0)) is not None:
+        return "radial"
+    if _has_probabilities(probe):
+        return "exact"
+    return "sampled"
+
+
+def compute_calibration(
+    factory: Callable[[float], Any],
+    *,
+    epsilons: Sequence[float] | np.ndarray | None = None,
+    words: Any = "auto",
+    estimator: str = "auto",
+    directions: int = 128,
+    draws: int = 100,
+    isolated: int = 200,
+    sample: int = 300,
+    confidence: float = 0.95,
+    rng: RNGLike = 0,
+    progress: bool | None = None,
+    backend: str = "numpy",
+    extra: Sequence[int] | np.ndarray | None = None,
+    sampler: Callable[[float], Any] | None = None,
+    screen: int = 8,
+    refine: int = 300,
+) -> Calibration:
+    """Measure N_w over an ε grid for ``factory(ε)`` (see the module docstring for estimators).
+
+    Parameters
+    ----------
+    factory
+        ``factory(epsilon) -> Mechanism``.
+    epsilons
+        The grid (default :func:`default_epsilons`: 0.01 … 100, 24 points per decade).
+    words
+        ``"all"`` (every vocabulary word), ``"auto"`` (all words for the ``kernel`` estimator and
+        for vocabularies of at most ``2 * isolated + sample`` words; otherwise the ``isolated``
+        words with the largest nearest-neighbour distance and ``isolated`` with the largest 10-NN
+        radius over the whole vocabulary — Euclidean, or Hamming for binary codes — plus ``sample``
+        random words), or a count ``n`` (that recipe with ``sample = n``).
+    estimator
+        ``"auto"`` or one of :data:`ESTIMATORS`.
+    directions, draws
+        Directions per word (radial); samples per word and grid ε (sampled: the grid is thinned
+        to 12 points per decade, starts one grid decade below the first ε where a measured word
+        is ever returned unchanged, and stops once every measured word keeps itself ≥ 99.5 % of the
+        time; N_w is taken to grow with ε outside the measured range).
+    confidence
+        Level of the one-sided upper bounds.
+    backend
+        ``"numpy"`` or ``"torch"`` (GPU when available) for the radial estimator.
+    extra
+        Vocabulary ids always measured as well (not part of the random sample).
+    screen, refine
+        Radial with ``words="auto"``: every word is screened with ``screen`` directions; the
+        ``refine`` words with the highest screened N_w (area under the curve over the grid), the
+        ``isolated`` most isolated words and ``sample`` random words are then measured with
+        ``directions`` directions and get upper confidence bounds; the other words keep their
+        screened point estimates. ``screen=0`` measures only the refined words.
+    sampler
+        ``sampler(epsilon)`` that draws for the ``sampled`` estimator (e.g. the torch backend of
+        the same mechanism); default ``factory``.
+    """
+    gen = as_generator(rng)
+    eps = np.asarray(default_epsilons() if epsilons is None else epsilons, dtype=np.float64)
+    if eps.ndim != 1 or eps.size == 0 or not np.all(np.isfinite(eps)) or np.any(eps <= 0) or np.any(np.diff(eps) <= 0):
+        raise ValueError("epsilons must be a non-empty increasing list of finite numbers > 0")
+    probe = factory(float(eps[0]))
+    name, params, fp = calibration_key(factory)
+    V = int(probe.n_words)
+    est = _pick_estimator(probe) if estimator == "auto" else estimator
+    if est not in ESTIMATORS:
+        raise ValueError(f"estimator must be 'auto' or one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+    t0 = time.perf_counter()
+    all_ids = np.arange(V, dtype=np.int64)
+    if isinstance(words, str) and words == "all":
+        ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"
+    elif (isinstance(words, str) and words == "auto" and (est == "kernel" or V <= 2 * isolated + sample)):
+        ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"
+    elif isinstance(words, str) and words == "auto" and est == "radial" and screen:
+        ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"  # set by _radial_screened
+    else:
+        n_sample = sample if isinstance(words, str) else check_int("words", words, minimum=1)
+        ext = _isolated_words(probe, isolated)
+        rand = np.sort(gen.choice(V, size=min(n_sample, V), replace=False))
+        more = np.zeros(0, np.int64) if extra is None else np.asarray(extra, dtype=np.int64)
+        ids = np.union1d(np.union1d(ext, rand), more).astype(np.int64)
+        is_sample = np.isin(ids, rand)
+        coverage = "all words" if ids.size >= V else (
+            f"{ids.size} measured words ({ext.size} most isolated + {rand.size} random"
+            + (f" + {more.size} given" if more.size else "") + "; other words are ranked by isolation, not measured)"
+        )
+    meta: dict[str, Any] = {}
+    bar = _bar(ids.size, progress, f"calibrate {name}")
+    try:
+        upd = bar.update
+        if est == "kernel":
+            n_w, meta = _kernel_curves(factory, probe, ids, eps, progress=upd)
+            up = n_w.copy()
+        elif est == "radial" and screen:
+            bar.close()
+            n_w, up, is_sample, coverage, meta = _radial_screened(
+                probe, eps, V, directions, screen, refine, isolated, sample, extra, confidence, gen, progress, backend, name)
+            ids = np.arange(V, dtype=np.int64)
+        elif est == "radial":
+            U = _radial_directions(probe, directions, gen)
+            if U is None:
+                raise ValueError(f"the radial estimator does not apply to {type(probe).__name__}")
+            n_w, up = _radial_curves(probe, ids, eps, U, confidence, upd, backend)
+            meta = {"directions": directions}
+        elif est == "exact":
+            n_w = _exact_curves(factory, ids, eps, upd)
+            up = n_w.copy()
+        else:
+            n_w, up, measured = _sampled_curves(sampler or factory, ids, eps, draws, confidence, gen, upd)
+            meta = {"draws": draws, "measured_epsilons": eps[measured].round(6).tolist()}
+    finally:
+        bar.close()
+    meta["seconds"] = round(time.perf_counter() - t0, 2)
+    vocab_words = probe.vocabulary.words
+    return Calibration(
+        mechanism=name, params=params, fingerprint=fp, n_vocab=V, estimator=est, confidence=confidence, coverage=coverage,
+        epsilons=eps, word_ids=ids, n_w=n_w, n_w_upper=np.maximum(up, n_w), sample=is_sample,
+        words=[vocab_words[i] for i in ids.tolist()], meta=meta,
+    )
+
+
+# -- get_mechanism(..., max_n_w=...) ---------------------------------------------------------------
+
+
+def mechanism_for_target(
+    name: str,
+    embedding: Any = None,
+    *,
+    epsilon: float | None = None,
+    max_n_w: float | None = None,
+    backend: str = "numpy",
+    device: str | None = None,
+    progress: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None | bool = None,
+    **params: Any,
+) -> Any:
+    """``get_mechanism`` with a privacy target: exactly one of ``epsilon`` and ``max_n_w``.
+
+    The calibration is of the numpy mechanism (``backend="torch"`` samples the same
+    distribution, so the chosen ε carries over). ``progress`` shows a bar if a calibration must
+    be computed (default: when stderr is a terminal); ``cache_dir`` as for
+    :func:`calibration_for`."""
+    from ..mechanisms.registry import get_mechanism
+
+    if epsilon is not None and max_n_w is not None:
+        raise TypeError("give either epsilon or max_n_w, not both (max_n_w chooses epsilon for you)")
+    if epsilon is None and max_n_w is None:
+        raise TypeError("give epsilon=... (privacy parameter > 0) or max_n_w=... (largest allowed chance, in (0, 1), that a word comes back unchanged)")
+    if epsilon is not None:
+        return get_mechanism(name, embedding, epsilon=epsilon, backend=backend, device=device, **params)
+    tau = check_target("max_n_w", max_n_w)
+    if embedding is None and name != "brr":
+        from ..embeddings import load_embedding
+
+        embedding = load_embedding()
+
+    def factory(e: float) -> Any:
+        return get_mechanism(name, embedding, epsilon=e, **params)
+
+    choice, _ = choose_epsilon(factory, tau, progress=progress, cache_dir=cache_dir)
+    mech = get_mechanism(name, embedding, epsilon=choice.epsilon, backend=backend, device=device, **params)
+    mech.epsilon_choice = choice
+    return mech
+
+
+def _radial_screened(probe: Any, eps: np.ndarray, V: int, directions: int, screen: int, refine: int, isolated: int,
+                     sample: int, extra: Any, confidence: float, gen: np.random.Generator, progress: bool | None,
+                     backend: str, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, dict[str, Any]]:
+    """Screen every word with a few directions, refine the riskiest (see compute_calibration)."""
+    all_ids = np.arange(V, dtype=np.int64)
+    Us = _radial_directions(probe, screen, gen)
+    bar = _bar(V, progress, f"calibrate {name} (screen)")
+    try:
+        n_s, _ = _radial_curves(probe, all_ids, eps, Us, confidence, bar.update, backend)
+    finally:
+        bar.close()
+    area = n_s.mean(axis=1)
+    top = np.lexsort((all_ids, -area))[: min(refine, V)]
+    iso = _isolated_words(probe, isolated)
+    rand = np.sort(gen.choice(V, size=min(sample, V), replace=False))
+    more = np.zeros(0, np.int64) if extra is None else np.asarray(extra, dtype=np.int64)
+    ref = np.union1d(np.union1d(top, iso), np.union1d(rand, more)).astype(np.int64)
+    U = _radial_directions(probe, directions, gen)
+    bar = _bar(ref.size, progress, f"calibrate {name} (refine)")
+    try:
+        n_r, up_r = _radial_curves(probe, ref, eps, U, confidence, bar.update, backend)
+    finally:
+        bar.close()
+    n_w = n_s.copy()
+    up = n_s.copy()
+    n_w[ref] = n_r
+    up[ref] = up_r
+    coverage = (
+        f"all {V} words ({ref.size} refined with {directions} directions and {confidence:.0%} upper bounds: the {top.size} "
+        f"highest after screening, the {iso.size} most isolated, {rand.size} random{f', {more.size} given' if more.size else ''}; "
+        f"the other words by their {screen}-direction screening estimate)"
+    )
+    meta = {"directions": directions, "screen_directions": screen, "refined": int(ref.size), "refined_top": int(top.size),
+            "refined_ids": ref.tolist()}
+    return n_w, up, np.ones(V, bool), coverage, meta
+
+
+_KNOWN: dict[tuple[str, str], list[Calibration]] = {}
+
+
+def known_calibration(mechanism: Any, *, cache_dir: str | os.PathLike[str] | None = None) -> Calibration | None:
+    """A shipped or cached calibration matching this mechanism instance (name, vocabulary
+    fingerprint, and every parameter the calibration was keyed by), or None; computes nothing."""
+    from .plausible import mechanism_params
+
+    name = str(getattr(mechanism, "name", type(mechanism).__name__))
+    fp = str(getattr(getattr(mechanism, "vocabulary", None), "fingerprint", "?"))
+    key = (name, fp)
+    if key not in _KNOWN:
+        found: list[Calibration] = []
+        path = _DATA / f"{name}.npz"
+        if path.is_file():
+            cal = Calibration.load(path, source="shipped calibration")
+            if cal.fingerprint == fp:
+                found.append(cal)
+        folder = _cache_file(name, {}, fp, cache_dir).parent
+        if folder.is_dir():
+            for p in sorted(folder.glob(f"{name}-{fp}-*-v{FORMAT_VERSION}.npz")):
+                try:
+                    found.append(Calibration.load(p, source=f"cached calibration {p}"))
+                except (OSError, ValueError, KeyError):
+                    continue
+        _KNOWN[key] = found
+    params = mechanism_params(mechanism)
+    for cal in _KNOWN[key]:
+        if all(params.get(k) == v for k, v in cal.params.items()):
+            return cal
+    return None

@@ -1,0 +1,180 @@
+"""CLI privacy targets: ``-e/--epsilon`` or ``--max-nw``, the one-line run summary, and the
+``--report`` list of the input words most likely to come back unchanged.
+
+Used by ``deniable privatize`` (and any command that takes ε): decorate the command with
+:func:`target_options`, build the mechanism with :func:`build_targeted`, attach a
+:class:`SurvivalTracker` for ``--report``, and print :func:`summary_lines` at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import click
+import numpy as np
+
+__all__ = ["target_options", "check_targets", "build_targeted", "summary_lines", "SurvivalTracker"]
+
+
+def _number(name: str) -> Callable[[click.Context, click.Parameter, Any], float | None]:
+    def convert(ctx: click.Context, param: click.Parameter, value: Any) -> float | None:
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise click.BadParameter(f"{name} must be a number, got {value!r}") from None
+
+    return convert
+
+
+def target_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``-e/--epsilon`` and ``--max-nw`` (mutually exclusive; one is required) to a command.
+    The command receives ``epsilon`` and ``max_nw`` (floats or None); call :func:`check_targets`."""
+    f = click.option(
+        "--max-nw", "max_nw", default=None, metavar="P", callback=_number("--max-nw"),
+        help="Privacy target instead of -e: the largest epsilon at which every vocabulary word comes back unchanged "
+        "with probability N_w <= P (0 < P < 1; e.g. 0.5), from the shipped or a cached calibration.",
+    )(f)
+    f = click.option(
+        "-e", "--epsilon", default=None, metavar="EPS", callback=_number("epsilon"),
+        help="Privacy parameter epsilon > 0 (per unit of the mechanism's metric); or give --max-nw.",
+    )(f)
+    return f
+
+
+def check_targets(epsilon: float | None, max_nw: float | None) -> tuple[float | None, float | None]:
+    """Validate: exactly one of ε (finite, > 0) and ``--max-nw`` (strictly between 0 and 1).
+    Raises a click usage error (exit 2, one line) otherwise."""
+    if epsilon is not None and max_nw is not None:
+        raise click.UsageError("give either -e/--epsilon or --max-nw, not both (--max-nw chooses epsilon)")
+    if epsilon is None and max_nw is None:
+        raise click.UsageError("give -e/--epsilon EPS (privacy parameter > 0) or --max-nw P (largest allowed chance, 0 < P < 1, that a word comes back unchanged)")
+    if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
+        raise click.BadParameter(f"epsilon must be a finite number > 0, got {epsilon:g}", param_hint="-e/--epsilon")
+    if max_nw is not None and not (0.0 < max_nw < 1.0):
+        raise click.BadParameter(
+            f"must be strictly between 0 and 1 (a probability; e.g. 0.5), got {max_nw:g}", param_hint="--max-nw"
+        )
+    return epsilon, max_nw
+
+
+def build_targeted(
+    build: Callable[..., Any], name: str, epsilon: float | None, max_nw: float | None, params: dict[str, Any],
+    embedding_path: str | None, limit: int | None, *, progress: bool | None = None,
+) -> Any:
+    """The mechanism at ``epsilon``, or at the ε chosen for ``max_nw``.
+
+    ``build(name, epsilon, params, embedding_path, limit, progress=...)`` is the command's own
+    builder (validation, vocabulary loading, pre-computation). With a target it first builds at
+    ε = 1 to validate and load, resolves ε from the shipped / cached / computed calibration
+    (a bar while computing), then builds at the chosen ε with ``epsilon_choice`` set."""
+    epsilon, max_nw = check_targets(epsilon, max_nw)
+    if max_nw is None:
+        return build(name, epsilon, params, embedding_path, limit, progress=progress)
+    from ..calibration.targets import choose_epsilon
+    from ..mechanisms.registry import get_mechanism
+
+    probe = build(name, 1.0, params, embedding_path, limit, progress=progress)
+    vocab = probe.vocabulary
+
+    def factory(e: float) -> Any:
+        return get_mechanism(name, vocab, epsilon=e, **params)
+
+    try:
+        choice, _ = choose_epsilon(factory, max_nw, progress=progress)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    mech = build(name, choice.epsilon, params, embedding_path, limit, progress=progress)
+    mech.epsilon_choice = choice
+    return mech
+
+
+def summary_lines(mech: Any, stats: dict[str, int], oov: str) -> list[str]:
+    """The run summary (one line) and any warnings (output ≈ input, or ≈ noise), for stderr."""
+    from ..text.privatize import summarize_privatization
+
+    s = summarize_privatization(mech, stats, oov=oov)
+    lines = [s.line()]
+    choice = getattr(mech, "epsilon_choice", None)
+    if choice is not None:
+        lines.append(f"epsilon {choice}")
+    lines += [f"warning: {w}" for w in s.warnings()]
+    return lines
+
+
+class SurvivalTracker:
+    """Counts the input words a mechanism privatizes (by wrapping this instance's ``sample_ids``)
+    so ``--report`` can list the input words most likely to come back unchanged.
+
+    N_w per word comes from the shipped or cached calibration at the mechanism's ε when one
+    matches; else from exact ``probabilities`` where the mechanism has them; else from
+    ``draws`` samples per word for up to ``max_sampled`` distinct words (most frequent first)."""
+
+    def __init__(self, mech: Any) -> None:
+        self.mech = mech
+        self.counts = np.zeros(int(mech.n_words), dtype=np.int64)
+        original = mech.sample_ids
+
+        def counting(ids: Any, rng: Any = None) -> np.ndarray:
+            arr = np.asarray(ids)
+            if arr.size and np.issubdtype(arr.dtype, np.integer):
+                flat = arr.ravel()
+                flat = flat[(flat >= 0) & (flat < self.counts.size)]
+                self.counts += np.bincount(flat, minlength=self.counts.size)
+            return original(ids, rng=rng)
+
+        mech.sample_ids = counting
+
+    def survival(self, *, draws: int = 200, max_sampled: int = 300, rng: Any = 0) -> tuple[np.ndarray, np.ndarray, str]:
+        """(ids, N_w, how) for the distinct input words (N_w NaN where not estimated)."""
+        ids = np.flatnonzero(self.counts)
+        n_w = np.full(ids.size, np.nan)
+        how = ""
+        if ids.size == 0:
+            return ids, n_w, how
+        from ..calibration.targets import known_calibration
+
+        cal = known_calibration(self.mech)
+        if cal is not None:
+            n_w = cal.n_w_of(ids, float(self.mech.epsilon))
+            how = f"{cal.estimator} estimate, {cal.source}"
+        missing = np.isnan(n_w)
+        if missing.any():
+            todo = ids[missing]
+            todo = todo[np.argsort(-self.counts[todo], kind="stable")][:max_sampled]
+            est = _estimate_n_w(self.mech, todo, draws=draws, rng=rng)
+            pos = {int(w): i for i, w in enumerate(ids.tolist())}
+            for w, v in zip(todo.tolist(), est[0]):
+                n_w[pos[w]] = v
+            how = (how + "; " if how else "") + est[1]
+        return ids, n_w, how
+
+    def lines(self, top: int = 10, **kw: Any) -> list[str]:
+        ids, n_w, how = self.survival(**kw)
+        ok = ~np.isnan(n_w)
+        if not ok.any():
+            return []
+        ids, n_w = ids[ok], n_w[ok]
+        order = np.lexsort((ids, -n_w))[:top]
+        words = self.mech.vocabulary.words
+        items = ", ".join(f"{words[int(ids[i])]} {n_w[i]:.2f}" for i in order)
+        return [
+            f"input words most likely to come back unchanged (N_w at epsilon={self.mech.epsilon:.4g}; {how}): {items}",
+        ]
+
+
+def _estimate_n_w(mech: Any, ids: np.ndarray, *, draws: int, rng: Any) -> tuple[np.ndarray, str]:
+    fn = getattr(mech, "probabilities", None)
+    if callable(fn):
+        try:
+            return np.array([float(np.asarray(fn(int(w)))[w]) for w in ids.tolist()]), "exact probabilities"
+        except NotImplementedError:
+            pass
+    from .._rng import as_generator
+
+    # sample through the class's method, not the counting wrapper on the instance
+    out = type(mech).sample_ids(mech, np.repeat(ids, draws), rng=as_generator(rng)).reshape(ids.size, draws)
+    return (out == ids[:, None]).mean(axis=1), f"{draws} draws per word"

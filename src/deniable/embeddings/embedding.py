@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +60,16 @@ class Vocabulary:
 
 class Embedding(Vocabulary):
     """A word embedding: ``words[i]`` has vector ``vectors[i]``.
+
+    **Pickling.** An embedding loaded by :func:`~deniable.load_embedding` (the bundled default or
+    a file, with or without ``limit``) pickles *by reference*: its fingerprint and where it came
+    from, a few hundred bytes instead of the vectors, so mechanisms can be sent to
+    ``multiprocessing`` or ``datasets.map`` workers cheaply. Pickling also writes, once, a float32
+    copy of the vectors to the cache folder (``$DENIABLE_CACHE_DIR`` or ``~/.cache/deniable``,
+    ``embeddings/``) which unpickling memory-maps, so workers on one machine share one copy in
+    the page cache; without it (another machine) the source is loaded again. Either way the
+    result is checked against the fingerprint (a changed file raises
+    :class:`~deniable.errors.DataError`). Embeddings built from arrays pickle by value.
 
     Parameters
     ----------
@@ -110,6 +124,17 @@ class Embedding(Vocabulary):
         self._index = index
         self.source = source
 
+    #: Where :func:`~deniable.load_embedding` read it: ``("default", limit)`` or
+    #: ``("file", absolute path, format, limit)``; None for embeddings built from arrays.
+    _origin: tuple | None = None
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        if self._origin is None:
+            return super().__reduce_ex__(protocol)
+        fp = self.fingerprint
+        _LOADED[fp] = self
+        return (_from_reference, (self._origin, fp, _write_mmap_copy(self), self.source))
+
     # -- basic access --------------------------------------------------------------------
     @property
     def vectors(self) -> np.ndarray:
@@ -156,8 +181,81 @@ class Embedding(Vocabulary):
             if isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer)) or top_n < 1:
                 raise ValueError(f"top_n must be an integer >= 1, got {top_n!r}")
             n = min(int(top_n), len(self))
-            return Embedding(self._words[:n], self._vectors[:n], source=self.source)
+            out = Embedding(self._words[:n], self._vectors[:n], source=self.source)
+            if self._origin is not None:
+                limit = self._origin[-1]
+                out._origin = (*self._origin[:-1], n if limit is None else min(limit, n))
+            return out
         ids = [self.id_of(w) for w in words]  # type: ignore[union-attr]
         if not ids:
             raise ValueError("restrict(words=...) got no words")
         return Embedding([self._words[i] for i in ids], self._vectors[ids], source=self.source)
+
+
+# -- pickling by reference -----------------------------------------------------------------------
+
+#: Embeddings pickled or unpickled in this process, by fingerprint (forked workers inherit it).
+_LOADED: weakref.WeakValueDictionary[str, Embedding] = weakref.WeakValueDictionary()
+
+
+def _mmap_paths(fingerprint: str) -> tuple[Path, Path]:
+    from ..neighbors.neighborhoods import cache_directory
+
+    folder = cache_directory() / "embeddings"
+    return folder / f"{fingerprint}.f32.npy", folder / f"{fingerprint}.words.json"
+
+
+def _write_mmap_copy(emb: Embedding) -> str | None:
+    """Write (once) the float32 vectors as ``.npy`` and the words as JSON to the cache folder;
+    returns the ``.npy`` path, or None when the folder is not writable."""
+    from .._files import atomic_binary
+
+    npy, words = _mmap_paths(emb.fingerprint)
+    try:
+        if not (npy.is_file() and words.is_file()):
+            npy.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_binary(words) as f:
+                f.write(json.dumps(emb.words, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            with atomic_binary(npy) as f:
+                np.save(f, np.ascontiguousarray(emb.vectors, dtype="<f4"), allow_pickle=False)
+    except OSError:
+        return None
+    return str(npy)
+
+
+def _from_reference(origin: tuple, fingerprint: str, npy: str | None, source: str | None) -> Embedding:
+    """Unpickle an embedding pickled by reference (see :class:`Embedding`)."""
+    emb = _LOADED.get(fingerprint)
+    if emb is not None:
+        return emb
+    emb = None
+    if npy is not None:
+        path, words_path = Path(npy), Path(npy).with_name(f"{fingerprint}.words.json")
+        try:
+            words = json.loads(words_path.read_bytes().decode("utf-8", "surrogatepass"))
+            vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+            emb = Embedding(words, vectors, source=source)
+            if emb.fingerprint != fingerprint:
+                emb = None  # a stale or damaged copy: load the source instead
+        except (OSError, ValueError, DataError):
+            emb = None
+    if emb is None:
+        from .loaders import load_default_embedding, load_embedding
+
+        if origin[0] == "default":
+            emb = load_default_embedding()
+            if origin[1] is not None:
+                emb = emb.restrict(top_n=origin[1])
+        else:
+            _, file, fmt, limit = origin
+            emb = load_embedding(file, format=fmt, limit=limit)
+        if emb.fingerprint != fingerprint:
+            raise DataError(
+                f"the embedding changed since it was pickled (fingerprint {emb.fingerprint}, expected {fingerprint}); "
+                "pickle it again or restore the file",
+                path=origin[1] if origin[0] == "file" else None,
+            )
+    emb.source = source
+    emb._origin = origin
+    _LOADED[fingerprint] = emb
+    return emb

@@ -115,10 +115,13 @@ def load_embedding(
     elif format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     if format == "npz":
-        return _load_npz(path, limit)
-    if format == "word2vec-binary":
-        return _load_word2vec_binary(path, limit)
-    return _load_text(path, limit, header=(format == "word2vec-text"))
+        emb = _load_npz(path, limit)
+    elif format == "word2vec-binary":
+        emb = _load_word2vec_binary(path, limit)
+    else:
+        emb = _load_text(path, limit, header=(format == "word2vec-text"))
+    emb._origin = ("file", str(path.resolve()), format, limit)  # pickled by reference (see Embedding)
+    return emb
 
 
 @lru_cache(maxsize=1)
@@ -133,6 +136,7 @@ def load_default_embedding() -> Embedding:
     with resources.as_file(ref) as p:
         emb = _load_npz(Path(p), None)
     emb.source = "deniable default (GloVe 840B 300d, 34k words)"
+    emb._origin = ("default", None)  # pickled by reference (see Embedding)
     return emb
 
 

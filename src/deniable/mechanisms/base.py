@@ -215,14 +215,6 @@ def _rebuild(cls: type, args: tuple, kwargs: dict) -> Any:
 _PICKLED_AFTER_INIT = ("epsilon_choice",)
 
 
-def _rebuild(cls: type, args: tuple, kwargs: dict) -> Any:
-    return cls(*args, **kwargs)
-
-
-#: Attributes set after construction that pickling keeps (e.g. how ε was chosen).
-_PICKLED_AFTER_INIT = ("epsilon_choice",)
-
-
 class EmbeddingMechanism(Mechanism):
     """A mechanism over a real-valued :class:`~deniable.embeddings.Embedding`; UNK is the
     vocabulary mean vector.

@@ -226,11 +226,12 @@ class TorchEuclideanIndex:
                 for v0 in range(0, V, vb):
                     w = min(vb, V - v0)
                     sc = self._scores(qq, q_low, v0, w)
-                    if self.exact:
-                        k = min(2, w)
-                        val, idx = torch.topk(sc, k, dim=1, largest=False, sorted=True)
-                    else:
-                        val, idx = sc.min(dim=1, keepdim=True)
+                    val, idx = sc.min(dim=1, keepdim=True)
+                    if self.exact and w > 1:
+                        # the runner-up score: mask the winner, one more pass (cheaper than topk)
+                        sc.scatter_(1, idx, math.inf)
+                        val = torch.cat([val, sc.amin(dim=1, keepdim=True)], 1)
+                        idx = torch.cat([idx, idx], 1)  # the runner-up's id is never used
                     idx = idx + v0
                     if top_v is None:
                         top_v, top_i = val, idx
@@ -245,11 +246,33 @@ class TorchEuclideanIndex:
                     unsure = (top_v[:, 1] - top_v[:, 0]).double() <= 2 * tol
                     rows = torch.nonzero(unsure).flatten()
                     if rows.numel():
-                        best[rows] = self._rerank(qq[rows])
+                        if vb == V:  # the block's scores are at hand: re-rank only the candidates
+                            thr = (top_v[rows, 0].double() + 2 * tol[rows]).float()
+                            thr = torch.nextafter(thr, torch.full_like(thr, math.inf))
+                            best[rows] = self._rerank_candidates(qq[rows], sc[rows], thr, best[rows])
+                        else:
+                            best[rows] = self._rerank(qq[rows])
                         self.stats["reranked"] += int(rows.numel())
                 out[s : s + qq.shape[0]] = best
         self.stats["queries"] += n
         return out
+
+    def _rerank_candidates(self, q: Any, sc: Any, thr: Any, winner: Any) -> Any:
+        """Float64 nearest neighbour of each row of ``q`` among the ids whose computed score is
+        at most ``thr`` (the winner's column of ``sc`` was masked, so ``winner`` is added).
+        Every id that can be the exact nearest is a candidate: its computed score is at most
+        its exact score + E <= the winner's exact score + E <= the winner's computed score + 2E."""
+        torch = _torch()
+        f = int(q.shape[0])
+        r, c = torch.nonzero(sc <= thr[:, None], as_tuple=True)
+        rows = torch.cat([torch.arange(f, device=self.device), r])
+        ids = torch.cat([winner, c])
+        d2 = torch.empty(rows.shape[0], dtype=torch.float64, device=self.device)
+        step = max(1, (self.memory_bytes // 4) // (8 * self.dim))
+        for a in range(0, rows.shape[0], step):
+            diff = q[rows[a : a + step]].double() - self.vectors[ids[a : a + step]].double()
+            d2[a : a + step] = (diff * diff).sum(1)
+        return _lowest_id_of_min(f, rows, ids, d2, self.size, self.device)
 
     def _rerank(self, q: Any) -> Any:
         """Float64 nearest neighbour of each row of ``q`` (ties: lowest id)."""
@@ -276,11 +299,16 @@ class TorchEuclideanIndex:
             ids_l.append(c + v0)
         rows, ids = torch.cat(rows_l), torch.cat(ids_l)
         diff = q64[rows] - self.vectors[ids].double()
-        d2 = (diff * diff).sum(1)
-        rmin = torch.full((f,), math.inf, dtype=torch.float64, device=self.device).scatter_reduce(0, rows, d2, "amin")
-        is_best = d2 == rmin[rows]
-        pick = torch.full((f,), V, dtype=torch.int64, device=self.device)
-        return pick.scatter_reduce(0, rows[is_best], ids[is_best], "amin")
+        return _lowest_id_of_min(f, rows, ids, (diff * diff).sum(1), V, self.device)
+
+
+def _lowest_id_of_min(f: int, rows: Any, ids: Any, d2: Any, V: int, device: Any) -> Any:
+    """Per row (0..f-1) of the (rows, ids, d2) candidate triples: the lowest id of least d2."""
+    torch = _torch()
+    rmin = torch.full((f,), math.inf, dtype=torch.float64, device=device).scatter_reduce(0, rows, d2, "amin")
+    is_best = d2 == rmin[rows]
+    pick = torch.full((f,), V, dtype=torch.int64, device=device)
+    return pick.scatter_reduce(0, rows[is_best], ids[is_best], "amin")
 
 
 # -- exact Hamming search ---------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """CusText: customized output sets and the exponential mechanism on normalized similarity.
 
 Chen, Mo, Wang, Chen, Nie, Wang, Cui. "A Customized Text Sanitization Mechanism with
-Differential Privacy", Findings of ACL 2023 (arXiv:2207.01193) — §3: the mapping of every input
+Differential Privacy", Findings of ACL 2023 (arXiv:2207.01193): the mapping of every input
 token to a customized output set of K tokens, then the exponential mechanism with a normalized
 similarity score (sensitivity 1) inside that set.
 
@@ -120,7 +120,7 @@ class CusText(EmbeddingMechanism):
 
     References
     ----------
-    Chen et al. 2023, §3 (customized output sets, exponential mechanism with normalized score).
+    Chen et al. 2023 (customized output sets, exponential mechanism with normalized score).
     """
 
     name = "custext"

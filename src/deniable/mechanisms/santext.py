@@ -1,8 +1,8 @@
 """SanText and SanText+: exponential-mechanism word sanitization.
 
 Yue, Du, Wang, Li, Sun, Chow. "Differential Privacy for Text Analytics via Natural Text
-Sanitization", Findings of ACL-IJCNLP 2021, pp. 3853–3866 (arXiv:2106.01221) — §4 (SanText),
-§4 (SanText+, with the utility-optimized notion UMLDP).
+Sanitization", Findings of ACL-IJCNLP 2021, pp. 3853–3866 (arXiv:2106.01221) — the SanText
+and SanText+ mechanisms, with the utility-optimized notion UMLDP (section numbers unverified).
 
 Source note: the paper's full text was not available to us (only its abstract and secondary
 descriptions); the definitions below are the published ones as we know them, and every
@@ -56,7 +56,7 @@ class SanText(EmbeddingMechanism):
 
         P[M(x) = y] = exp(−(ε/2)·d(x, y)) / Σ_z exp(−(ε/2)·d(x, z)),
 
-    d the Euclidean distance between embedding vectors (Yue et al. §4; ``metric=`` allows the
+    d the Euclidean distance between embedding vectors (Yue et al.; ``metric=`` allows the
     other true metrics TEM accepts). This is TEM without truncation (γ = ∞), and it is sampled
     exactly by TEM's sampler (k-nearest envelope + rejection, see
     :mod:`deniable.mechanisms._exponential`), fast at every ε.
@@ -83,7 +83,7 @@ class SanText(EmbeddingMechanism):
 
     References
     ----------
-    Yue et al. 2021, §4 "SanText" (sampling probability ∝ exp(−½·ε·d_euc)).
+    Yue et al. 2021, "SanText" (sampling probability ∝ exp(−½·ε·d_euc)).
     """
 
     name = "santext"
@@ -204,7 +204,7 @@ class SanTextPlus(SanText):
 
     References
     ----------
-    Yue et al. 2021, §4 "SanText+" (w, p; UMLDP, Definition of utility-optimized MLDP).
+    Yue et al. 2021, "SanText+" (w, p; UMLDP, Definition of utility-optimized MLDP).
     """
 
     name = "santext_plus"

@@ -1,7 +1,7 @@
 """The Vickrey mechanism: noisy embedding, then a randomized choice between the two nearest words.
 
 Xu, Aggarwal, Feyisetan, Teissier. "On a Utilitarian Approach to Privacy Preserving Text
-Generation", PrivateNLP @ NAACL 2021 (arXiv:2104.11838) — the Vickrey mechanism (§3), with
+Generation", PrivateNLP @ NAACL 2021 (arXiv:2104.11838) — the Vickrey mechanism, with
 the multivariate Laplace noise of Madlib (Feyisetan et al. 2020) or the regularized Mahalanobis
 noise of Xu et al. 2020.
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import deniable
-from deniable._random import spawn
+from deniable._rng import spawn
 from deniable.calibration import equivalent_epsilon
 from deniable.evaluation.utility import (
     TextClassifier,

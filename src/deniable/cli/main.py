@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("deniable.cli.calibrate:calibrate", "Plausible-deniability statistics and an epsilon report."),
     "ngrams": ("deniable.cli.ngrams:ngrams", "Count, release with DP, and evaluate n-gram distributions."),
     "serve": ("deniable.cli.serve:serve", "Serve privatization over HTTP and the epsilon explorer page."),
+    "evaluate": ("deniable.cli.evaluate:evaluate", "Utility and attacks (inversion, membership) of a mechanism on labelled data."),
 }
 
 

@@ -1,0 +1,440 @@
+"""Full-scale comparison of every registered mechanism at matched privacy: utility, word
+inversion, membership inference and (blogs) authorship attribution, with seeds.
+
+Units of work are (dataset, mechanism, privacy level, seed). A *level* is a Madlib ε; every other
+mechanism runs at the ε the privacy ratio (BRR paper Definition 5.1, P_d^avg) matches to it,
+``ε_M = R(Madlib, M) · level`` (R from ``--ratios``, a JSON ``{name: R}`` made by
+``--compute-ratios``; TEM and SanText share Madlib's metric, so R = 1). Each unit appends one JSON
+line to ``OUT/results.jsonl`` when done; a rerun skips the units already there (resume).
+
+Per classification unit: privatize the training and the test texts (one batch each, independent
+generators; the word ids going in and out are recorded by a thin proxy around the mechanism),
+fit TF-IDF + logistic regression on the privatized training texts, score it on clean and on
+privatized test texts; loss-threshold membership inference against that model (members: the
+clean training texts, non-members: the clean test texts); word inversion of the test tokens by
+the adversary who simulated the mechanism on the training tokens (their frequencies are its
+prior). Per authorship unit: privatize one held-out post per blogger and rank 3,000 authors by
+their clean-post profiles. ``--samples N`` also stores the first N privatized test texts per unit
+(``OUT/samples_<dataset>.jsonl``) for the sentence-similarity step (``--similarity``).
+
+Usage::
+
+    DENIABLE_CACHE_DIR=build/cache python scripts/evaluation_experiments.py --compute-ratios build/eval/ratios.json
+    DENIABLE_CACHE_DIR=build/cache nice -n 10 python scripts/evaluation_experiments.py \\
+        --datasets sms --levels 2,10,20 --seeds 3 --ratios build/eval/ratios.json --out build/eval
+    python scripts/evaluation_experiments.py --summarize build/eval   # Markdown tables + plots
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parents[1] / "shared" / "data"
+LEVELS = (2.0, 10.0, 20.0)
+MECH_ORDER = ("none", "madlib", "mahalanobis", "tem", "brr", "santext", "santext_plus", "custext")
+
+
+# -- data ---------------------------------------------------------------------------------------
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    csv.field_size_limit(sys.maxsize)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def load_dataset(name: str, data: Path, limit: int | None = None):
+    """(train texts, train labels, test texts, test labels)."""
+    if name == "sms":
+        rows = _read_csv(data / "classification" / "sms_spam_collection.csv.gz")
+        perm = np.random.default_rng(0).permutation(len(rows))
+        n_train = round(0.8 * len(rows))
+        tr, te = perm[:n_train], perm[n_train:]
+        out = ([rows[i]["text"] for i in tr], [rows[i]["label"] for i in tr], [rows[i]["text"] for i in te], [rows[i]["label"] for i in te])
+    elif name == "imdb":
+        rows = _read_csv(data / "classification" / "imdb_50k.csv.gz")
+        tr = [r for r in rows if r["split"] == "train"]
+        te = [r for r in rows if r["split"] == "test"]
+        out = ([r["review"] for r in tr], [r["sentiment"] for r in tr], [r["review"] for r in te], [r["sentiment"] for r in te])
+    else:
+        raise SystemExit(f"unknown dataset {name!r}")
+    if limit:
+        g = np.random.default_rng(1)
+        a = np.sort(g.choice(len(out[0]), min(limit, len(out[0])), replace=False))
+        b = np.sort(g.choice(len(out[2]), min(limit, len(out[2])), replace=False))
+        out = ([out[0][i] for i in a], [out[1][i] for i in a], [out[2][i] for i in b], [out[3][i] for i in b])
+    return out
+
+
+def load_blogs(data: Path, limit_users: int | None = None):
+    """(train texts, train authors, test texts, test authors): one held-out post per blogger with
+    at least 2 non-empty posts (seed 0); the rest is the attacker's clean training data."""
+    from deniable.evaluation import split_by_author
+    from deniable.text import words_of
+
+    rows = _read_csv(data / "users" / "blog_authorship_3k_users.csv.gz")
+    rows = [r for r in rows if words_of(r["text"])]
+    if limit_users:
+        keep = set(sorted({r["user_id"] for r in rows})[:limit_users])
+        rows = [r for r in rows if r["user_id"] in keep]
+    texts = [r["text"] for r in rows]
+    authors = np.array([int(r["user_id"]) for r in rows])
+    tr, te = split_by_author(authors, test_per_author=1, min_texts=2, rng=0)
+    return [texts[i] for i in tr], authors[tr], [texts[i] for i in te], authors[te]
+
+
+# -- mechanisms ---------------------------------------------------------------------------------
+def compute_ratios(path: Path) -> None:
+    import deniable
+    from deniable.calibration import equivalent_epsilon
+
+    emb = deniable.load_embedding()
+    ref = deniable.Madlib(emb, epsilon=1.0)
+    out: dict[str, float | None] = {"madlib": 1.0}
+    for name in deniable.available_mechanisms():
+        if name == "madlib":
+            continue
+        t = time.time()
+        try:
+            out[name] = float(equivalent_epsilon(1.0, ref, deniable.get_mechanism(name, emb, epsilon=1.0), aggregate="avg"))
+        except Exception as exc:  # a mechanism whose metric has no finite privacy ratio
+            out[name] = None
+            print(f"{name}: no privacy ratio ({type(exc).__name__}: {exc})", flush=True)
+        print(f"R(madlib, {name}) = {out[name]} ({time.time() - t:.1f} s)", flush=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def build_mechanism(name: str, epsilon: float, gpu: bool):
+    import deniable
+
+    mech = deniable.get_mechanism(name, epsilon=epsilon)
+    if gpu:
+        from gpu_search import gpu_index_for
+
+        idx = gpu_index_for(mech)
+        if idx is not None:
+            mech.index = idx  # post-processing: the guarantee is unchanged
+    return mech
+
+
+# -- units --------------------------------------------------------------------------------------
+_CACHE: dict = {}
+
+
+def _data(args, name):
+    if name not in _CACHE:
+        _CACHE[name] = load_blogs(Path(args.data), args.limit_users) if name == "blogs" else load_dataset(name, Path(args.data), args.limit)
+    return _CACHE[name]
+
+
+def run_classification_unit(args, dname, mname, level, eps, seed) -> dict:
+    from deniable.evaluation import TextClassifier
+    from deniable.evaluation.experiment import evaluate_mechanism
+
+    xtr, ytr, xte, yte = _data(args, dname)
+    mech = None if mname == "none" else build_mechanism(mname, eps, args.gpu)
+    rec = {"dataset": dname, "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech)}
+    res = evaluate_mechanism(mech, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 12, int(round(level * 1000))]),
+                             classifier=TextClassifier(alpha=args.alpha, tol=1e-6), min_simulations=args.min_simulations, samples=args.samples)
+    res.pop("mechanism", None)
+    res.pop("epsilon", None)
+    rec.update(res)
+    return rec
+
+
+def run_authorship_unit(args, mname, level, eps, seed) -> dict:
+    from deniable.evaluation import AuthorProfiles, authorship_attack
+
+    xtr, atr, xte, ate = _data(args, "blogs")
+    if "profiles" not in _CACHE:
+        t = time.time()
+        _CACHE["profiles"] = AuthorProfiles().fit(xtr, atr)
+        _CACHE["profiles_s"] = time.time() - t
+    t0 = time.time()
+    mech = None if mname == "none" else build_mechanism(mname, eps, args.gpu)
+    res = authorship_attack(mech, xtr, atr, xte, ate, model=_CACHE["profiles"], rng=np.random.default_rng([seed, 34, int(round(level * 1000))]), ks=(1, 10))
+    rec = {"dataset": "blogs", "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech)}
+    rec["authorship"] = {"top1": res.topk[1], "top1_ci": res.topk_ci[1], "top10": res.topk[10], "top10_ci": res.topk_ci[10],
+                         "chance1": res.chance[1], "chance10": res.chance[10], "n_test": res.n_test, "n_authors": res.n_authors}
+    rec["seconds"] = time.time() - t0
+    rec["profiles_s"] = _CACHE.get("profiles_s")
+    return rec
+
+
+def _worker(payload):
+    args, unit = payload
+    try:
+        if unit[0] == "blogs":
+            return run_authorship_unit(args, *unit[1:])
+        return run_classification_unit(args, *unit)
+    except Exception as exc:  # report and go on: one failing mechanism must not stop the grid
+        import traceback
+
+        return {"error": f"{type(exc).__name__}: {exc}", "unit": list(unit), "traceback": traceback.format_exc()}
+
+
+def units(args, ratios: dict) -> list[tuple]:
+    import deniable
+
+    mechs = args.mechanisms.split(",") if args.mechanisms else deniable.available_mechanisms()
+    levels = [float(x) for x in args.levels.split(",")]
+    out = []
+    for dname in args.datasets.split(","):
+        out.append((dname, "none", 0.0, None, 0))
+        for seed in range(args.seeds):
+            for level in levels:
+                for m in mechs:
+                    r = ratios.get(m, 1.0 if m in ("madlib", "tem") else None)
+                    if r is None:
+                        continue
+                    out.append((dname, m, level, float(r * level), seed))
+    return out
+
+
+def _key(r: dict) -> tuple:
+    return (r["dataset"], r["mechanism"], float(r["level"]), int(r["seed"]))
+
+
+def run(args) -> None:
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res_path = out_dir / "results.jsonl"
+    done = set()
+    if res_path.exists():
+        for line in res_path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if "error" not in r:
+                    done.add(_key(r))
+    ratios = json.loads(Path(args.ratios).read_text()) if args.ratios else {"madlib": 1.0, "tem": 1.0}
+    todo = [u for u in units(args, ratios) if (u[0], u[1], float(u[2]), int(u[4])) not in done]
+    # heaviest first so the pool stays busy at the end
+    # fast mechanisms over every seed first (a partial run still covers their whole grid)
+    slow = {"madlib": 2, "mahalanobis": 2}
+    todo.sort(key=lambda u: (slow.get(u[1], 0), u[4], u[2]))
+    print(f"{len(done)} units done, {len(todo)} to run; machine {platform.platform()}, cpus {os.cpu_count()}, jobs {args.jobs}, gpu {args.gpu}", flush=True)
+    from tqdm import tqdm
+
+    t0 = time.time()
+    _warm_caches({u[1] for u in todo if u[1] != "none"})
+    print(f"caches ready ({time.time() - t0:.1f} s)", flush=True)
+    if args.jobs > 1:  # one BLAS thread per worker process (spawned workers inherit the environment)
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = "1"
+    payloads = [(args, u) for u in todo]
+    with res_path.open("a") as f:
+        if args.jobs > 1:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            with ctx.Pool(args.jobs, maxtasksperchild=None) as pool:
+                it = pool.imap_unordered(_worker, payloads)
+                for rec in tqdm(it, total=len(payloads), desc="units", file=sys.stdout, mininterval=5):
+                    _emit(f, rec, t0)
+        else:
+            for p in tqdm(payloads, desc="units", file=sys.stdout, mininterval=5):
+                _emit(f, _worker(p), t0)
+    print(f"total {time.time() - t0:.1f} s", flush=True)
+
+
+def _warm_caches(names) -> None:
+    """Build each mechanism's disk-cached tables once (TEM neighbourhoods, ...) before the
+    workers start, so they load instead of all building them at once."""
+    import deniable
+
+    emb = deniable.load_embedding()
+    for name in sorted(names):
+        mech = deniable.get_mechanism(name, emb, epsilon=1.0)
+        if hasattr(mech, "precompute"):
+            mech.precompute()
+        mech.sample_ids(np.arange(10), rng=0)
+
+
+def _emit(f, rec: dict, t0: float) -> None:
+    f.write(json.dumps(rec) + "\n")
+    f.flush()
+    if "error" in rec:
+        print(f"[{time.time() - t0:7.1f}s] ERROR {rec['unit']}: {rec['error']}", flush=True)
+        return
+    extra = ""
+    if "inversion" in rec:
+        extra = f" inv top1 {rec['inversion']['top1']:.3f}"
+    if "mia" in rec:
+        extra += f" mia {rec['mia']['auc']:.3f}"
+    if "authorship" in rec:
+        extra = f" auth top1 {rec['authorship']['top1']:.4f} top10 {rec['authorship']['top10']:.4f}"
+    acc = f" acc {rec['acc_clean']:.4f}/{rec['acc_priv']:.4f}" if "acc_clean" in rec else ""
+    print(f"[{time.time() - t0:7.1f}s] {rec['dataset']} {rec['mechanism']} L={rec['level']} eps={rec['epsilon']} seed={rec['seed']}:{acc}{extra} ({rec['seconds']:.1f} s)", flush=True)
+
+
+# -- similarity (needs deniable[eval]) ----------------------------------------------------------
+def similarity(args) -> None:
+    from deniable.evaluation import semantic_similarity
+    from deniable.evaluation.similarity import load_sentence_model
+
+    out_dir = Path(args.out)
+    res_path = out_dir / "results.jsonl"
+    sim_path = out_dir / "similarity.jsonl"
+    done = set()
+    if sim_path.exists():
+        done = {_key(json.loads(line)) for line in sim_path.read_text().splitlines() if line.strip()}
+    recs = [json.loads(line) for line in res_path.read_text().splitlines() if line.strip()]
+    recs = [r for r in recs if "sample" in r and _key(r) not in done]
+    model = load_sentence_model(args.similarity_model)
+    originals: dict = {}
+    from tqdm import tqdm
+
+    with sim_path.open("a") as f:
+        for r in tqdm(recs, desc="similarity", file=sys.stdout, mininterval=5):
+            d = r["dataset"]
+            if d not in originals:
+                originals[d] = _data(args, d)[2]
+            n = min(len(r["sample"]), args.similarity_n)
+            t = time.time()
+            res = semantic_similarity(originals[d][:n], r["sample"][:n], model=model, batch_size=32)
+            f.write(json.dumps({"dataset": d, "mechanism": r["mechanism"], "level": r["level"], "epsilon": r["epsilon"], "seed": r["seed"],
+                                "similarity": res.mean, "similarity_ci": res.ci, "n": res.n, "seconds": time.time() - t}) + "\n")
+            f.flush()
+
+
+# -- summary ------------------------------------------------------------------------------------
+def _ci95(values) -> str:
+    v = np.asarray([x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))], dtype=float)
+    if v.size == 0:
+        return "—"
+    if v.size == 1:
+        return f"{v[0]:.1f}"
+    import scipy.stats
+
+    half = float(scipy.stats.t.ppf(0.975, v.size - 1)) * v.std(ddof=1) / math.sqrt(v.size)
+    return f"{v.mean():.1f} ± {half:.1f}"
+
+
+def summarize(out_dir: Path, plots: bool = True) -> str:
+    recs = [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    recs = [r for r in recs if "error" not in r]
+    sims: dict = defaultdict(list)
+    if (out_dir / "similarity.jsonl").exists():
+        for line in (out_dir / "similarity.jsonl").read_text().splitlines():
+            s = json.loads(line)
+            sims[(s["dataset"], s["mechanism"], float(s["level"]))].append(s["similarity"])
+    groups: dict = defaultdict(list)
+    for r in recs:
+        groups[(r["dataset"], r["mechanism"], float(r["level"]))].append(r)
+    order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)  # noqa: E731
+    lines = []
+    for d in [x for x in ("sms", "imdb", "blogs") if any(k[0] == x for k in groups)]:
+        keys = sorted((k for k in groups if k[0] == d), key=lambda k: (k[2], order(k[1])))
+        lines += [f"### {d}", ""]
+        if d == "blogs":
+            lines += ["| level (Madlib ε) | mechanism | ε | seeds | top-1 % | top-10 % |", "|---:|---|---:|---:|---:|---:|"]
+            for k in keys:
+                rs = groups[k]
+                lines.append(f"| {k[2]:g} | {k[1]} | {rs[0]['epsilon'] or 0:.4g} | {len(rs)} | {_ci95([100 * r['authorship']['top1'] for r in rs])} | "
+                             f"{_ci95([100 * r['authorship']['top10'] for r in rs])} |")
+        else:
+            lines += ["| level (Madlib ε) | mechanism | ε | seeds | words changed % | acc. clean test % | acc. privatized test % | "
+                      "inversion top-1 % | top-5 % | rare top-1 % | MIA AUC | similarity |",
+                      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            for k in keys:
+                rs = groups[k]
+                inv = [r.get("inversion") for r in rs]
+                get = lambda name: [100 * i[name] for i in inv if i] if any(inv) else []  # noqa: E731
+                mia = _ci95([r["mia"]["auc"] * 100 for r in rs]).replace(".", ".", 1)
+                sim = sims.get(k, [])
+                lines.append(
+                    f"| {k[2]:g} | {k[1]} | {rs[0]['epsilon'] or 0:.4g} | {len(rs)} | {_ci95([100 * r['changed_train'] for r in rs])} | "
+                    f"{_ci95([100 * r['acc_clean'] for r in rs])} | {_ci95([100 * r['acc_priv'] for r in rs])} | {_ci95(get('top1'))} | "
+                    f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} | {_ci95([100 * s for s in sim]) if sim else '—'} |"
+                )
+        lines.append("")
+    if plots:
+        _plots(out_dir, groups)
+    return "\n".join(lines)
+
+
+def _plots(out_dir: Path, groups: dict) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    for d in {k[0] for k in groups if k[0] != "blogs"}:
+        fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+        base = groups.get((d, "none", 0.0))
+        for m in sorted({k[1] for k in groups if k[0] == d and k[1] != "none"}):
+            ks = sorted((k for k in groups if k[0] == d and k[1] == m), key=lambda k: k[2])
+            for j, (xname, title) in enumerate((("top1", "inversion top-1 (%)"), ("auc", "MIA AUC"))):
+                xs, ys, es = [], [], []
+                for k in ks:
+                    rs = groups[k]
+                    a = np.array([100 * r["acc_clean"] for r in rs])
+                    b = np.array([100 * r["inversion"]["top1"] if xname == "top1" else r["mia"]["auc"] for r in rs])
+                    xs.append(b.mean())
+                    ys.append(a.mean())
+                    es.append(1.96 * a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else 0)
+                ax[j].errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=m)
+                for x, y, k in zip(xs, ys, ks):
+                    ax[j].annotate(f"{k[2]:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                ax[j].set_xlabel(title + " — privacy risk →")
+                ax[j].set_ylabel("accuracy on clean test text (%)")
+        if base:
+            for j in range(2):
+                ax[j].axhline(100 * base[0]["acc_clean"], color="grey", ls="--", lw=1, label="no privacy")
+        ax[0].legend(fontsize=7)
+        fig.suptitle(f"{d}: utility vs attack success (labels: privacy level = Madlib ε; bars: 95% CI over seeds)")
+        fig.tight_layout()
+        fig.savefig(out_dir / f"privacy_utility_{d}.png", dpi=110)
+        plt.close(fig)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="build/eval")
+    p.add_argument("--data", default=str(DATA), help="the shared data folder")
+    p.add_argument("--datasets", default="sms", help="comma list of sms, imdb, blogs")
+    p.add_argument("--mechanisms", default="", help="comma list (default: every registered mechanism)")
+    p.add_argument("--levels", default=",".join(f"{x:g}" for x in LEVELS), help="privacy levels as Madlib epsilons")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--ratios", default="", help="JSON {mechanism: privacy ratio vs Madlib}")
+    p.add_argument("--compute-ratios", metavar="JSON", help="compute the privacy ratios and exit")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--gpu", action="store_true", help="CUDA nearest-neighbour search for Madlib, Mahalanobis, BRR")
+    p.add_argument("--limit", type=int, default=None, help="subsample train and test to this many texts (smoke runs)")
+    p.add_argument("--limit-users", type=int, default=None)
+    p.add_argument("--alpha", type=float, default=1e-4)
+    p.add_argument("--min-simulations", type=int, default=1_000_000)
+    p.add_argument("--samples", type=int, default=0, help="store this many privatized test texts per unit")
+    p.add_argument("--similarity", action="store_true", help="compute sentence similarity of the stored samples")
+    p.add_argument("--similarity-n", type=int, default=500)
+    p.add_argument("--similarity-model", default=None)
+    p.add_argument("--summarize", metavar="DIR")
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    if args.compute_ratios:
+        compute_ratios(Path(args.compute_ratios))
+    elif args.summarize:
+        print(summarize(Path(args.summarize)))
+    elif args.similarity:
+        similarity(args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""``deniable evaluate``: utility and attacks of a mechanism on a labelled data set, resumable."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from ..errors import DataError
+from ._io import atomic_output, progress
+from .privatize import build_mechanism, parse_params
+
+
+def _epsilons(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
+    try:
+        eps = [float(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+    if not eps or not all(math.isfinite(e) and e > 0 for e in eps):
+        raise click.BadParameter(f"every epsilon must be a finite number > 0, got {value!r}")
+    return eps
+
+
+def read_labelled(path: str, text_column: str, label_column: str, split_column: str | None) -> tuple[list[str], list[str], list[str] | None]:
+    """Texts, labels (and split names) of a CSV (``.csv``/``.csv.gz``) or JSON-lines file."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError("file not found", path=path)
+    name = p.name.lower()
+    opener = gzip.open if name.endswith(".gz") else open
+    texts: list[str] = []
+    labels: list[str] = []
+    splits: list[str] = []
+    need = [c for c in (text_column, label_column, split_column) if c]
+    try:
+        with opener(p, "rt", encoding="utf-8", newline="") as f:
+            if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+                rows = (json.loads(line) for line in f if line.strip())
+                start = 1
+            else:
+                csv.field_size_limit(sys.maxsize)
+                rows = csv.DictReader(f)
+                start = 2
+            for i, row in enumerate(rows, start=start):
+                if not isinstance(row, dict):
+                    raise DataError(f"line {i}: expected a JSON object", path=path)
+                missing = [c for c in need if c not in row]
+                if missing:
+                    raise DataError(f"line {i}: missing column(s) {', '.join(missing)}; have {', '.join(map(str, row))}", path=path)
+                texts.append(str(row[text_column]))
+                labels.append(str(row[label_column]))
+                if split_column:
+                    splits.append(str(row[split_column]))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON line: {exc.msg}", path=path) from None
+    if len(set(labels)) < 2:
+        raise DataError(f"need at least 2 distinct labels in column {label_column!r}, got {len(set(labels))}", path=path)
+    return texts, labels, (splits if split_column else None)
+
+
+def _split(texts, labels, splits, test_fraction: float, path: str):
+    y = np.asarray(labels)
+    if splits is not None:
+        s = np.asarray(splits)
+        tr, te = np.flatnonzero(s == "train"), np.flatnonzero(s == "test")
+        if not tr.size or not te.size:
+            raise DataError(f"the split column needs rows with 'train' and 'test', got {tr.size} and {te.size}", path=path)
+    else:
+        perm = np.random.default_rng(0).permutation(len(texts))
+        n_test = max(1, int(round(test_fraction * len(texts))))
+        te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    if tr.size < 2 or te.size < 2:
+        raise DataError(f"need at least 2 training and 2 test texts, got {tr.size} and {te.size}", path=path)
+    return [texts[i] for i in tr], y[tr], [texts[i] for i in te], y[te]
+
+
+def _mean_ci(values: list[float]) -> dict[str, Any]:
+    import scipy.stats
+
+    v = np.asarray(values, dtype=np.float64)
+    if v.size < 2:
+        return {"mean": float(v.mean()) if v.size else None, "ci95": None, "n": int(v.size)}
+    half = float(scipy.stats.t.ppf(0.975, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return {"mean": float(v.mean()), "ci95": [float(v.mean() - half), float(v.mean() + half)], "n": int(v.size)}
+
+
+METRICS = {
+    "acc_clean": lambda r: r["acc_clean"],
+    "acc_priv": lambda r: r["acc_priv"],
+    "changed_train": lambda r: r["changed_train"],
+    "inversion_top1": lambda r: r["inversion"]["top1"] if "inversion" in r else None,
+    "inversion_top5": lambda r: r["inversion"]["topk"] if "inversion" in r else None,
+    "inversion_rare_top1": lambda r: r["inversion"]["rare_top1"] if "inversion" in r else None,
+    "mia_auc": lambda r: r["mia"]["auc"] if "mia" in r else None,
+}
+
+
+def summarize_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and 95 % t-interval over seeds of each metric, per ε."""
+    out = []
+    for eps in sorted({r["epsilon"] for r in runs if r["epsilon"] is not None}):
+        rs = [r for r in runs if r["epsilon"] == eps]
+        row: dict[str, Any] = {"epsilon": eps, "seeds": len(rs)}
+        for name, get in METRICS.items():
+            vals = [v for v in (get(r) for r in rs) if v is not None and not (isinstance(v, float) and math.isnan(v))]
+            if vals:
+                row[name] = _mean_ci(vals)
+        out.append(row)
+    return out
+
+
+def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | None, title: str) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    eps = [r["epsilon"] for r in summary]
+    panels = [
+        (("acc_clean", "clean test"), ("acc_priv", "privatized test"), "accuracy"),
+        (("inversion_top1", "top-1"), ("inversion_top5", "top-5"), "words recovered by inversion"),
+        (("mia_auc", "loss-threshold"), None, "membership inference AUC"),
+    ]
+    for ax, (a, b, ylabel) in zip(axes, panels):
+        for key, label in [x for x in (a, b) if x]:
+            pts = [(e, r[key]) for e, r in zip(eps, summary) if key in r]
+            if not pts:
+                continue
+            xs = [p[0] for p in pts]
+            ms = [p[1]["mean"] for p in pts]
+            err = [[m - (p[1]["ci95"] or [m, m])[0] for m, p in zip(ms, pts)], [(p[1]["ci95"] or [m, m])[1] - m for m, p in zip(ms, pts)]]
+            ax.errorbar(xs, ms, yerr=err, marker="o", capsize=3, label=label)
+        if baseline is not None and ylabel == "accuracy":
+            ax.axhline(baseline["acc_clean"], color="grey", ls="--", lw=1, label="no privacy")
+        if baseline is not None and ylabel.startswith("membership") and "mia" in baseline:
+            ax.axhline(baseline["mia"]["auc"], color="grey", ls="--", lw=1, label="no privacy")
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+    fig.suptitle(title + " (bars: 95% CI over seeds)", fontsize=9)
+    fig.tight_layout()
+    with atomic_output(path, mode="wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+    return True
+
+
+@click.command("evaluate")
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("-m", "--mechanism", required=True, help="Mechanism name (deniable.available_mechanisms()).")
+@click.option("-e", "--epsilon", "epsilons", required=True, callback=_epsilons, help="Epsilon, or comma-separated epsilons (e.g. 5,10,20).")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (repeatable), e.g. --param lam=0.5.")
+@click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
+@click.option("--text-column", default="text", show_default=True)
+@click.option("--label-column", default="label", show_default=True)
+@click.option("--split-column", default=None, help="Column with 'train'/'test' (default: a random split, --test-fraction).")
+@click.option("--test-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.2, show_default=True)
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Privatizations per epsilon (seeds 0..N-1).")
+@click.option("--attacks", default="inversion,membership", show_default=True, help="Comma list of inversion, membership (or 'none').")
+@click.option("--min-simulations", type=click.IntRange(min=1), default=200_000, show_default=True, help="Inversion adversary's simulated draws.")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/).")
+@click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
+def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations, out_dir, show_progress):
+    """Evaluate a mechanism on a labelled data set: downstream accuracy, word inversion and
+    membership inference, for each epsilon and seed.
+
+    DATA is a CSV (.csv, .csv.gz) or JSON-lines file with a text and a label column. Each
+    (epsilon, seed) run is saved to OUT/runs/ as soon as it finishes; rerunning the same command
+    skips the runs already there (resume). OUT/results.json holds every run and the mean with a
+    95% interval over seeds; OUT/results.png plots them (needs deniable[plot]).
+    """
+    from ..evaluation.experiment import ATTACKS, evaluate_mechanism
+
+    wanted = [] if attacks.strip() == "none" else [a.strip() for a in attacks.split(",") if a.strip()]
+    bad = sorted(set(wanted) - set(ATTACKS))
+    if bad:
+        raise click.BadParameter(f"unknown attack(s) {', '.join(bad)}; choose from {', '.join(ATTACKS)} or 'none'", param_hint="--attacks")
+    param_values = parse_params(params)
+    out = Path(out_dir)
+    texts, labels, splits = read_labelled(data, text_column, label_column, split_column)
+    xtr, ytr, xte, yte = _split(texts, labels, splits, test_fraction, data)
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    mechs = {e: build_mechanism(mechanism, e, param_values, embedding_path, None, progress=show_progress) for e in epsilons}
+    jobs = [(None, 0)] + [(e, s) for e in epsilons for s in range(seeds)]
+    config = {"data": str(data), "mechanism": mechanism, "params": param_values, "epsilons": epsilons, "seeds": seeds, "attacks": wanted,
+              "n_train": len(xtr), "n_test": len(xte), "min_simulations": min_simulations}
+    runs: list[dict[str, Any]] = []
+    disable = None if show_progress is None else not show_progress
+    with progress(len(jobs), desc="evaluate", disable=disable, unit="run") as bar:
+        for eps, seed in jobs:
+            path = runs_dir / ("baseline.json" if eps is None else f"{mechanism}_eps{eps:g}_seed{seed}.json")
+            if path.exists():
+                try:
+                    rec = json.loads(path.read_text())
+                except json.JSONDecodeError:
+                    rec = None
+                if rec is not None and rec.get("config") == {k: config[k] for k in ("data", "mechanism", "params", "attacks", "n_train", "n_test")}:
+                    runs.append(rec)
+                    bar.update(1)
+                    continue
+            rec = evaluate_mechanism(
+                mechs[eps] if eps is not None else None, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 7]),
+                attacks=[a for a in wanted if eps is not None or a == "membership"], min_simulations=min_simulations,
+            )
+            rec.update(seed=seed, name=mechanism if eps is not None else "none",
+                       config={k: config[k] for k in ("data", "mechanism", "params", "attacks", "n_train", "n_test")})
+            with atomic_output(path) as f:
+                f.write(json.dumps(rec) + "\n")
+            runs.append(rec)
+            bar.update(1)
+    baseline = next((r for r in runs if r["epsilon"] is None), None)
+    private = [r for r in runs if r["epsilon"] is not None]
+    summary = summarize_runs(private)
+    result = {"config": config, "baseline": baseline, "summary": summary, "runs": private}
+    with atomic_output(out / "results.json") as f:
+        f.write(json.dumps(result, indent=1) + "\n")
+    plotted = _plot(out / "results.png", summary, baseline, f"{mechanism} on {Path(data).name}")
+    for row in summary:
+        parts = [f"epsilon={row['epsilon']:g}"]
+        for key in ("acc_clean", "acc_priv", "inversion_top1", "mia_auc"):
+            if key in row:
+                parts.append(f"{key}={row[key]['mean']:.4f}")
+        click.echo("  ".join(parts))
+    click.echo(f"wrote {out / 'results.json'}" + (f" and {out / 'results.png'}" if plotted else " (no plot: pip install \"deniable[plot]\")"), err=True)

@@ -1,0 +1,88 @@
+"""deniable evaluate: end to end on a tiny embedding, resume, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from deniable.cli.main import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    emb = tmp_path / "emb.txt"
+    emb.write_text("".join(f"{w} " + " ".join(f"{v:.4f}" for v in rng.standard_normal(4)) + "\n" for w in words))
+    data = tmp_path / "data.csv"
+    with data.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        for i in range(80):
+            lab = i % 2
+            pool = words[:20] if lab else words[20:]
+            w.writerow([" ".join(rng.choice(pool, size=8)), "pos" if lab else "neg"])
+    return emb, data
+
+
+def test_evaluate_end_to_end_and_resume(files, tmp_path):
+    emb, data = files
+    out = tmp_path / "out"
+    args = ["evaluate", str(data), "-m", "madlib", "-e", "1,50", "--seeds", "2", "--embedding", str(emb), "-o", str(out),
+            "--min-simulations", "2000", "--no-progress"]
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["n_train"] == 64 and res["config"]["n_test"] == 16
+    assert [s["epsilon"] for s in res["summary"]] == [1.0, 50.0]
+    hi = res["summary"][1]
+    assert hi["seeds"] == 2 and hi["inversion_top1"]["mean"] > 0.9  # epsilon 50: words barely change
+    assert res["summary"][0]["inversion_top1"]["mean"] < hi["inversion_top1"]["mean"]
+    assert "mia" in res["baseline"] and "inversion" not in res["baseline"]
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert runs == ["baseline.json", "madlib_eps1_seed0.json", "madlib_eps1_seed1.json", "madlib_eps50_seed0.json", "madlib_eps50_seed1.json"]
+    assert (out / "results.png").stat().st_size > 1000
+    # resume: a finished run is read back, not recomputed
+    marker = out / "runs" / "madlib_eps50_seed1.json"
+    rec = json.loads(marker.read_text())
+    rec["acc_clean"] = -1.0
+    marker.write_text(json.dumps(rec))
+    r = run(*args)
+    assert r.exit_code == 0
+    res2 = json.loads((out / "results.json").read_text())
+    assert -1.0 in [x["acc_clean"] for x in res2["runs"]]
+    # same seed, same numbers
+    assert res2["summary"][0] == res["summary"][0]
+
+
+@pytest.mark.parametrize(
+    "extra, code, message",
+    [
+        (["-e", "0"], 2, "epsilon"),
+        (["-e", "1", "--attacks", "magic"], 2, "unknown attack"),
+        (["-e", "1", "--label-column", "nope"], 1, "missing column"),
+        (["-e", "1", "-m", "nosuch"], 2, "unknown mechanism"),
+    ],
+)
+def test_errors(files, tmp_path, extra, code, message):
+    emb, data = files
+    args = ["evaluate", str(data), "--embedding", str(emb), "-o", str(tmp_path / "o"), "--no-progress"]
+    if "-m" not in extra:
+        args += ["-m", "madlib"]
+    r = run(*args, *extra)
+    assert r.exit_code == code
+    assert message in r.output
+    assert len(r.output.strip().splitlines()) <= 3
+
+
+def test_missing_file_is_data_error(tmp_path):
+    r = run("evaluate", str(tmp_path / "none.csv"), "-m", "madlib", "-e", "1", "-o", str(tmp_path / "o"))
+    assert r.exit_code == 1 and "not found" in r.output

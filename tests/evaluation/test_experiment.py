@@ -1,0 +1,36 @@
+"""evaluate_mechanism / privatize_recording: the recorded ids are the privatization's own."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from deniable import Madlib
+from deniable.evaluation import token_ids
+from deniable.evaluation.experiment import evaluate_mechanism, privatize_recording
+
+from ..conftest import random_embedding
+
+
+def test_recorded_ids_match_the_text():
+    emb = random_embedding(n=30, dim=3)
+    texts = ["w1 w2, w3!", "W4 unknownword w5", ""]
+    mech = Madlib(emb, epsilon=2.0)
+    priv, x, y = privatize_recording(mech, texts, rng=0)
+    np.testing.assert_array_equal(x, token_ids(mech, texts))
+    assert x[4] == -1 and (np.delete(x, 4) >= 0).all()  # the unknown word went in as UNK
+    out_words = [w for t in priv for w in t.lower().replace(",", " ").replace("!", " ").split()]
+    assert out_words == [emb.words[i] for i in y]
+    again, _, y2 = privatize_recording(mech, texts, rng=0)
+    assert again == priv and (y2 == y).all()
+
+
+def test_evaluate_mechanism_keys():
+    emb = random_embedding(n=30, dim=3)
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(emb.words[:15] if i % 2 else emb.words[15:], size=6)) for i in range(40)]
+    labels = [i % 2 for i in range(40)]
+    rec = evaluate_mechanism(Madlib(emb, epsilon=30.0), texts[:30], labels[:30], texts[30:], labels[30:], rng=1, min_simulations=500, samples=2)
+    assert {"acc_clean", "acc_priv", "changed_train", "inversion", "mia", "sample", "seconds"} <= set(rec)
+    assert rec["inversion"]["n_simulations"] >= 500 and len(rec["sample"]) == 2
+    base = evaluate_mechanism(None, texts[:30], labels[:30], texts[30:], labels[30:], attacks=["membership"])
+    assert base["mechanism"] == "none" and "inversion" not in base and "mia" in base

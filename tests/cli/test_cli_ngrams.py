@@ -363,3 +363,98 @@ def test_no_tracebacks_on_bad_input(files):
         assert r.exit_code == code, (args, r.output)
         assert "Traceback" not in r.output and len([x for x in r.stderr.splitlines() if x.startswith("Error:")]) == 1, (args, r.output)
     assert not (files / "out.tsv").exists() and not (files / "c.npz").exists()
+
+
+# --- issue 9: formal CLI releases move the perturbed statistic by at most the derived sensitivity ----
+
+
+def _bundle_from(path, dense):
+    import scipy.sparse as sp
+
+    from deniable import ngrams
+    from deniable.ngrams.io import save_counts
+
+    V = dense.shape[1]
+    keys = tuple(f"w{i} x" for i in range(V))
+    vocab = ngrams.Vocabulary(keys, np.arange(1.0, V + 1), n=2)
+    m = sp.csr_matrix(dense.astype(np.int32))
+    save_counts(path, ngrams.UserCounts(m, keys, tuple(f"u{i}" for i in range(m.shape[0]))), vocab)
+
+
+@pytest.mark.parametrize(
+    "args,norm",
+    [([], 2), (["--tune"], 2), (["-C", "3", "-k", "7"], 2), (["-m", "laplace"], 1), (["-m", "laplace", "-W", "4"], 1), (["-m", "laplace-public"], 1)],
+)
+@pytest.mark.parametrize("adversary", ["every", "huge-unique"])
+def test_cli_formal_modes_respect_the_derived_sensitivity(tmp_path, monkeypatch, args, norm, adversary):
+    """The CLI path (load bundle -> release -> write) goes through the same enforced bounds: the
+    statistic handed to the sampler moves by at most the derived sensitivity when an adversarial
+    user is added; a planted CLI run without the bounding step fails the same check."""
+    from deniable.ngrams import formal, noise
+
+    calls = []
+
+    def record(x, sensitivity, *a, **k):
+        calls.append((np.asarray(x, dtype=np.float64).copy(), float(sensitivity)))
+        return np.asarray(x, dtype=np.float64), 1.0, "recorded"
+
+    monkeypatch.setattr(noise, "gaussian_mechanism", record)
+    monkeypatch.setattr(noise, "laplace_mechanism", record)
+    rng = np.random.default_rng(0)
+    V = 60
+    dense = np.zeros((25, V), dtype=np.int64)
+    dense[:, :40] = rng.poisson(0.5, (25, 40))
+    adv = np.ones(V, dtype=np.int64) if adversary == "every" else np.r_[np.zeros(40), np.full(20, 10**6)].astype(np.int64)
+    _bundle_from(tmp_path / "d.npz", dense)
+    _bundle_from(tmp_path / "d2.npz", np.vstack([dense, adv]))
+
+    def change():
+        calls.clear()
+        for name in ("d.npz", "d2.npz"):
+            r = run("ngrams", "release", str(tmp_path / name), "-e", "1", "--seed", "4", "-o", str(tmp_path / "r.tsv"), *args)
+            assert r.exit_code == 0 and "formal_dp=True" in r.stderr and "warning:" not in r.stderr, r.output
+        (x1, s1), (x2, s2) = calls
+        assert s1 == s2
+        return float(np.linalg.norm(x2 - x1, ord=norm)), s1
+
+    delta, sens = change()
+    assert delta <= sens * (1 + 1e-9)
+    if adversary == "huge-unique" and "laplace-public" not in args:  # planted: no bounding step
+        monkeypatch.setattr(formal, "bound_contributions", lambda m, k, C, rng=None: m.astype(np.float64))
+        if "-W" not in args:
+            delta, sens = change()
+            assert delta > 100 * sens
+
+
+def test_cli_default_k_matches_the_library():
+    from deniable.cli import ngrams as cli_ngrams
+    from deniable.ngrams import DEFAULT_MAX_NGRAMS_PER_USER
+
+    assert cli_ngrams.DEFAULT_MAX_NGRAMS_PER_USER == DEFAULT_MAX_NGRAMS_PER_USER
+
+
+@pytest.mark.parametrize(
+    "key,value,match",
+    [("indices", "oob", "out of range"), ("data", "neg", "is negative"), ("data", "nan", "not a finite number")],
+)
+def test_cli_tampered_bundle_exits_1_with_one_line(tmp_path, key, value, match):
+    """Issue 14 item 5 through the CLI: exit 1, one line naming the file, no traceback."""
+    _bundle_from(tmp_path / "good.npz", np.eye(4, dtype=np.int64))
+    with np.load(tmp_path / "good.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    if value == "oob":
+        arrays["indices"] = arrays["indices"] + 1000
+    elif value == "neg":
+        arrays["data"] = -arrays["data"]
+    else:
+        arrays["data"] = np.full(arrays["data"].size, np.nan)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    for cmd in (["release", str(bad), "-e", "1", "-o", str(tmp_path / "r.tsv")], ["evaluate", str(tmp_path / "r.tsv"), "--counts", str(bad)]):
+        if cmd[0] == "evaluate":
+            assert run("ngrams", "release", str(tmp_path / "good.npz"), "-e", "1", "-o", str(tmp_path / "r.tsv")).exit_code == 0
+        r = CliRunner().invoke(cli, ["ngrams", *cmd])
+        assert r.exit_code == 1, r.output
+        lines = [line for line in r.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and str(bad) in lines[0] and match in lines[0] and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "r.tsv").exists() or (tmp_path / "r.tsv").stat().st_size > 0

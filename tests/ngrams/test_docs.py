@@ -13,24 +13,31 @@ from deniable import ngrams
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ngrams.md"
 
 CASES = [  # (release kwargs, formal_dp)
-    (dict(sensitivity=2.0), True),
-    (dict(sensitivity=2.0, calibration="classic"), False),
-    (dict(), False),
-    (dict(tune=True, S_grid=[0.1, 1.0], rho_grid=[0.3]), False),
+    (dict(), True),
+    (dict(tune=True), True),
+    (dict(mechanism="laplace"), True),
     (dict(mechanism="laplace", W=3.0), True),
+    (dict(mechanism="laplace-public"), True),
+    (dict(mechanism="laplace-public", W=3.0), True),
+    (dict(local_sensitivity=True), False),
+    (dict(local_sensitivity=True, sensitivity=2.0), False),
+    (dict(local_sensitivity=True, tune=True, S_grid=[0.1, 1.0], rho_grid=[0.3]), False),
+    (dict(mechanism="laplace-public", W=3.0, local_sensitivity=True), False),
     (dict(mechanism="laplace", W="paper-rule"), False),
-    (dict(mechanism="laplace-public", W=3.0, sensitivity=2.0), True),
-    (dict(mechanism="laplace-public", W=3.0), False),
-    (dict(mechanism="laplace-public", W="paper-rule", sensitivity=2.0), False),
+    (dict(mechanism="laplace-public", W="paper-rule"), False),
     (dict(mechanism="k-anonymity", K=2), False),
 ]
 
 
 def _template(text: str) -> str:
     """The code's guarantee line with the numbers replaced by the doc's symbols."""
-    text = text.replace("(1, 1e-06)", "(ε, δ)").replace("(1, 0)", "(ε, 0)").replace("W=3)", "W=W)")
+    text = text.replace("(1, 1e-06)", "(ε, δ)").replace("(1, 0)", "(ε, 0)").replace("W=3;", "W=W;")
     text = re.sub(r"epsilon=0\.666667", "epsilon=ε_r", text)
     text = re.sub(r"epsilon=0\.333333", "epsilon=ε_t", text)
+    text = text.replace("at most 50 distinct", "at most k distinct").replace("clamped to C=1;", "clamped to C=C;")
+    text = text.replace("L2 sensitivity 7.07107", "L2 sensitivity C·√k").replace("L1 sensitivity 50", "L1 sensitivity C·k")
+    text = text.replace("L1 sensitivity 3 ", "L1 sensitivity W ")
+    text = re.sub(r"\((opendp|numpy) sampler\)", "(SAMPLER sampler)", text)
     return text.replace(">= 2 users", ">= K users").replace("|", "\\|")
 
 
@@ -52,10 +59,18 @@ def test_guarantee_table_quotes_the_code(kwargs, formal):
         assert any(f"| {'**True**' if formal else 'False'} |" in row for row in rows), rows
 
 
-def test_cli_examples_show_a_global_sensitivity_and_smoothing():
+def test_cli_examples_are_formal_by_default_and_smooth():
+    """The docs' first release examples (API and CLI) use only ε, δ: formal by default; every
+    paper-calibration example carries --local-sensitivity / local_sensitivity=True."""
     if not DOC.exists():
         pytest.skip("docs/ngrams.md not in this checkout")
     doc = DOC.read_text(encoding="utf-8")
-    assert re.search(r"deniable ngrams release .*--sensitivity \d", doc)
+    assert "rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6)\n" in doc
+    assert "deniable ngrams release counts.npz -e 1 -d 1e-6 -o release.tsv\n" in doc
     assert re.search(r"deniable ngrams evaluate .*--smoothing 1e-3", doc)
-    assert "sensitivity=\"exact\"` (**default**)" in doc and "formal_dp" in doc and "diagnostics" in doc
+    for line in doc.splitlines():
+        if line.startswith("deniable ngrams release") and ("claim1" in line or "--score" in line or "-S 0.01 --rho 0.3" in line):
+            assert "--local-sensitivity" in line, line
+        if "ngrams.release(" in line and ("score=" in line or "rho=0.3" in line):
+            assert "local_sensitivity=True" in line, line
+    assert "formal_dp" in doc and "diagnostics" in doc and "sampler" in doc

@@ -122,6 +122,12 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
     P_d^avg / P_d^max are the mean / max of each mechanism's guarantee metric over all ordered
     pairs of the vocabulary, computed exactly.
 
+    Caveat: equal formal privacy is not equal observed change. The ratio matches the scale of
+    the two metrics, not how often words come back unchanged: at "matched" epsilons two
+    mechanisms can keep very different shares of words. To compare what an observer sees, fix
+    the chance N_w that a word survives instead: -m NAME --max-nw P in `deniable privatize`, or
+    docs/results/privacy_targets.md.
+
     Example: deniable privacy-ratio madlib brr -e 5 -e 10 -e 20
     """
     from ..calibration.privacy_ratio import mechanism_metric_stats
@@ -188,6 +194,11 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
         click.echo(f"R_{agg} = P_{agg}(A) / P_{agg}(B) = {r:.6g}")
         for e in epsilons:
             click.echo(f"  epsilon_A = {e:g}  ->  epsilon_B = {r * e:.6g}  ({agg})")
+    click.echo(
+        "note: equal formal privacy is not equal observed change: at these epsilons the two mechanisms can keep very "
+        "different shares of words unchanged; compare N_w with --max-nw (docs/results/privacy_targets.md)",
+        err=True,
+    )
 
 
 def _build(name: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, params: dict):

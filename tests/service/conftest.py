@@ -38,7 +38,7 @@ def make_client(vocab):
 
     def make(**cfg):
         config = ServiceConfig(**cfg)
-        pool = MechanismPool(vocab[0], vocab[1], mechanisms=config.mechanisms, max_cached=config.max_cached)
+        pool = MechanismPool(vocab[0], vocab[1], mechanisms=config.mechanisms, max_cached=config.max_cached, compute_targets=config.compute_targets)
         return TestClient(create_app(config, pool=pool), raise_server_exceptions=False)
 
     return make

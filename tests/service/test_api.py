@@ -158,10 +158,18 @@ def test_mahalanobis_lam_is_accepted(client):
     assert r.status_code == 200 and r.json()["params"] == {"lam": 0.2}
 
 
-def test_privacy_target(client):
-    r = client.post("/v1/privatize", json={"texts": ["the cat"], "max_n_w": 0.5})
+def test_privacy_target(client, make_client):
+    # no calibration is shipped for this vocabulary: refused rather than minutes of work
+    err = _error(client.post("/v1/privatize", json={"texts": ["the cat"], "max_n_w": 0.5}), 422, "target_unavailable")
+    assert "epsilon" in err["message"]
+    assert not any(m["targets"] for m in client.get("/v1/mechanisms").json()["mechanisms"])
+    # the operator may allow computing it (once, then cached)
+    c = make_client(compute_targets=True)
+    r = c.post("/v1/privatize", json={"texts": ["the cat"], "mechanism": "brr", "max_n_w": 0.5})
     if supports_targets():
-        assert r.status_code == 200 and r.json()["max_n_w"] == 0.5
+        assert r.status_code == 200, r.text
+        assert r.json()["max_n_w"] == 0.5 and r.json()["epsilon"] > 0
+        assert all(m["targets"] for m in c.get("/v1/mechanisms").json()["mechanisms"])
     else:
         _error(r, 422, "target_unavailable")
 

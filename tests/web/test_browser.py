@@ -25,6 +25,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="needs the serve extra")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (test extra)")
 
 from deniable.service import MechanismPool, ServiceConfig, create_app  # noqa: E402
+from deniable.service.pool import supports_targets  # noqa: E402
 
 expect = sync_api.expect
 
@@ -46,8 +47,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server_url():
     emb, binary = small_vocab()
-    cfg = ServiceConfig()
-    app = create_app(cfg, pool=MechanismPool(emb, binary))
+    cfg = ServiceConfig(compute_targets=True)  # a small vocabulary calibrates in about a second
+    app = create_app(cfg, pool=MechanismPool(emb, binary, compute_targets=True))
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -114,6 +115,7 @@ def test_explorer_server_and_on_device(server_url, browser):
 
     # a privacy target instead of epsilon, where this installation can resolve targets
     target = page.locator('input[name="level"][value="target"]')
+    assert target.is_enabled() == supports_targets()
     if target.is_enabled():
         target.check()
         page.fill("#target", "0.5")

@@ -132,7 +132,7 @@ def create_app(
     import deniable
 
     cfg = config or ServiceConfig()
-    pool = pool or MechanismPool(embedding, binary_embedding, mechanisms=cfg.mechanisms, max_cached=cfg.max_cached)
+    pool = pool or MechanismPool(embedding, binary_embedding, mechanisms=cfg.mechanisms, max_cached=cfg.max_cached, compute_targets=cfg.compute_targets)
     names = pool.names
     if not names:
         raise ValueError("no mechanism is available to serve")
@@ -236,10 +236,11 @@ def create_app(
         epsilon_range: list[float]
         suggested_epsilons: list[float]
         on_device: bool = Field(description="A bundle for the in-browser runtime is available (GET /v1/bundles/brr).")
+        targets: bool = Field(description="max_n_w targets can be resolved for this mechanism (calibration data available).")
 
     class MechanismsResponse(BaseModel):
         mechanisms: list[MechanismInfo]
-        privacy_targets: bool = Field(description="Whether max_n_w targets are supported.")
+        privacy_targets: bool = Field(description="Whether this installation supports max_n_w targets at all (see each mechanism's targets).")
         limits: dict[str, float]
 
     class CurveResponse(BaseModel):
@@ -346,6 +347,7 @@ def create_app(
                     "epsilon_range": [cfg.min_epsilon, cfg.max_epsilon],
                     "suggested_epsilons": list(grid),
                     "on_device": n == "brr",
+                    "targets": pool.targets_ready(n),
                 }
             )
         limits = {

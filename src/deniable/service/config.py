@@ -54,6 +54,9 @@ class ServiceConfig:
         Accept the ``seed`` field (reproducible, therefore predictable output).
     page
         Serve the ε explorer page at ``/`` and its static files under ``/static``.
+    compute_targets
+        Resolve privacy targets (``max_n_w``) also where no calibration is shipped, computing it
+        on first use (minutes on a large vocabulary; then cached on disk).
     """
 
     api_key: str | None = None
@@ -68,6 +71,7 @@ class ServiceConfig:
     secure: bool = False
     allow_seed: bool = True
     page: bool = True
+    compute_targets: bool = False
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

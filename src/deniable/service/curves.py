@@ -42,7 +42,10 @@ def _shipped(pool: Any, name: str, params: dict[str, Any]) -> dict[str, Any] | N
     if data_dir is not None and not (Path(data_dir) / f"{name}.npz").is_file():
         return None  # nothing shipped for this mechanism: skip building a probe mechanism
     try:
-        key = targets.calibration_key(lambda eps: pool.get(name, params, epsilon=eps))
+        from ..mechanisms.registry import get_mechanism
+
+        vocab = pool.vocabulary_for(name)
+        key = targets.calibration_key(lambda eps: get_mechanism(name, vocab, epsilon=eps, **params))
         cal = targets.shipped_calibration(*key)
         if cal is None:
             return None

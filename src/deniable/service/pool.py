@@ -11,6 +11,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .._rng import RNGLike, as_generator
@@ -67,6 +68,11 @@ class MechanismPool:
         Names offered.
     max_cached
         Mechanism instances kept.
+    compute_targets
+        Accept privacy targets (``max_n_w``) for mechanisms without shipped calibration data:
+        the first such request computes the calibration (minutes on a large vocabulary; cached
+        on disk afterwards). By default only shipped calibrations are used, so no request can
+        start minutes of work.
     """
 
     def __init__(
@@ -76,6 +82,7 @@ class MechanismPool:
         *,
         mechanisms: Sequence[str] = ("madlib", "mahalanobis", "tem", "brr"),
         max_cached: int = 16,
+        compute_targets: bool = False,
     ) -> None:
         from ..mechanisms.registry import available_mechanisms
 
@@ -93,6 +100,8 @@ class MechanismPool:
         self._vocab_lock = threading.Lock()
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
         self._indexes: dict[str, Any] = {}
+        self.compute_targets = bool(compute_targets)
+        self._targets_ready: set[tuple] = set()
         self._building: dict[tuple, threading.Event] = {}
         self.builds = 0  # how many mechanisms were constructed (tests check sharing)
 
@@ -141,6 +150,35 @@ class MechanismPool:
         return index
 
     # -- mechanisms ---------------------------------------------------------------------------
+    def targets_ready(self, name: str, params: dict[str, Any] | None = None) -> bool:
+        """Whether a ``max_n_w`` request for ``name`` can be answered without computing a
+        calibration now (or computing is allowed): a calibration shipped for this vocabulary
+        and these parameters exists (``deniable.calibration.targets``)."""
+        params = dict(params or {})
+        if name not in self.names or not supports_targets():
+            return False
+        if self.compute_targets:
+            return True
+        key = (name, _freeze(params))
+        if key in self._targets_ready:
+            return True
+        try:
+            from ..calibration import targets
+            from ..mechanisms.registry import get_mechanism
+
+            data_dir = getattr(targets, "_DATA", None)
+            if data_dir is None or not (Path(data_dir) / f"{name}.npz").is_file():
+                return False
+            vocab = self.vocabulary_for(name)
+            # the key of a plain get_mechanism build (the calibration is keyed by its parameters)
+            cal_key = targets.calibration_key(lambda e: get_mechanism(name, vocab, epsilon=e, **params))
+            ready = targets.shipped_calibration(*cal_key) is not None
+        except (ImportError, AttributeError, TypeError, ValueError, KeyError, OSError, PoolError):
+            return False
+        if ready:
+            self._targets_ready.add(key)
+        return ready
+
     def check(self, name: str, params: dict[str, Any]) -> None:
         """Raise :class:`PoolError` for an unknown mechanism or a parameter callers may not set."""
         if name not in self.names:
@@ -197,6 +235,13 @@ class MechanismPool:
                 if not supports_targets():
                     raise PoolError(
                         "privacy targets (max_n_w) need the calibration data of a newer deniable; pass epsilon instead",
+                        code="target_unavailable",
+                    )
+                if not self.targets_ready(name, params):
+                    raise PoolError(
+                        f"no calibration data for {name} with these parameters on this vocabulary, so max_n_w cannot be "
+                        "resolved without minutes of computation; pass epsilon instead (the server operator can allow "
+                        "computing it once with --compute-targets)",
                         code="target_unavailable",
                     )
                 mech = get_mechanism(name, vocab, max_n_w=max_n_w, **params)

@@ -92,16 +92,18 @@ async function init() {
 }
 
 function updateTargetAvailability() {
-  const ok = info && info.privacy_targets && mode() === "server";
+  const m = mechanismInfo($("mechanism").value);
+  const ok = Boolean(info && info.privacy_targets && m && m.targets && mode() === "server");
   const radio = document.querySelector('input[name="level"][value="target"]');
   radio.disabled = !ok;
   $("target").disabled = !ok;
-  $("target-label").title = ok ? "" : info && !info.privacy_targets ? "This server has no calibration data for targets." : "Targets are resolved on the server.";
+  $("target-label").title = ok ? "" : mode() === "device" ? "Targets are resolved on the server." : "No calibration data for this mechanism on this server.";
   if (!ok && radio.checked) document.querySelector('input[name="level"][value="epsilon"]').checked = true;
 }
 
 function onMechanismChange() {
   $("epsilon").value = defaultEpsilon($("mechanism").value);
+  updateTargetAvailability();
   loadCurve($("mechanism").value);
 }
 

@@ -24,7 +24,7 @@ def require(module: str, *, purpose: str) -> ModuleType:
 def as_mechanism(mechanism: Any, *, epsilon: float | None = None, embedding: Any = None, params: dict[str, Any] | None = None) -> Any:
     """A :class:`~deniable.mechanisms.base.Mechanism` from an instance or a registry name.
 
-    With a name, ``epsilon`` is required and ``embedding`` (an object or a file path; default
+    With a name, ``epsilon`` (or the privacy target ``max_n_w`` in ``params``) is required and ``embedding`` (an object or a file path; default
     the bundled one) and ``params`` go to :func:`deniable.get_mechanism`. With an instance,
     ``epsilon``, ``embedding`` and ``params`` must be left out (they are fixed in it).
     """
@@ -41,8 +41,10 @@ def as_mechanism(mechanism: Any, *, epsilon: float | None = None, embedding: Any
         return mechanism
     if not isinstance(mechanism, str):
         raise TypeError(f"mechanism must be a registered name (such as 'madlib') or a deniable Mechanism, got {type(mechanism).__name__}")
-    if epsilon is None:
-        raise TypeError(f"epsilon is required with a mechanism name ({mechanism!r})")
+    if epsilon is None and params.get("max_n_w") is None:
+        raise TypeError(f"epsilon is required with a mechanism name ({mechanism!r}) (or max_n_w, a privacy target that chooses it)")
+    if params.get("max_n_w", 0) is None:
+        del params["max_n_w"]
     from ..mechanisms.registry import get_mechanism
 
     if isinstance(embedding, (str, bytes)) or hasattr(embedding, "__fspath__"):

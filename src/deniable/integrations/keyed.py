@@ -223,6 +223,9 @@ class _KeyedSampler:
         self.keys = keys
         self.rekeyable = _Rekeyable()
 
+    def __getattr__(self, name: str) -> Any:  # name, epsilon, guarantee, ...: the mechanism's
+        return getattr(self.mechanism, name)
+
     def sample_ids(self, ids: Any, rng: Any = None) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         if ids.shape[0] != sum(self.counts):

@@ -70,6 +70,7 @@ def privatize_column(
     mechanism: Any,
     *,
     epsilon: float | None = None,
+    max_n_w: float | None = None,
     embedding: Any = None,
     output_col: str | None = None,
     key: str | None = None,
@@ -101,7 +102,8 @@ def privatize_column(
     column
         A string column to privatize.
     mechanism
-        A mechanism name (then ``epsilon`` is required, ``embedding`` is an Embedding or a file
+        A mechanism name (then ``epsilon`` — or ``max_n_w``, a privacy target that chooses ε,
+        see :func:`deniable.get_mechanism` — is required, ``embedding`` is an Embedding or a file
         path readable on the driver — default the bundled one — and ``**params`` are the
         mechanism's parameters) or a Mechanism instance.
     output_col
@@ -143,6 +145,8 @@ def privatize_column(
     if output_col is not None and not isinstance(output_col, str):
         raise TypeError(f"output_col must be a column name (str), got {type(output_col).__name__}")
     seed = check_seed(seed)
+    if max_n_w is not None:
+        params["max_n_w"] = max_n_w
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
     ship = distribute(df.sparkSession, shipment_for(mech))
     fn = privatize_udf_function(

@@ -31,12 +31,16 @@ async function run(job) {
       return bundle.privatizeDetailed(job.texts, job.epsilon, opts);
     }
     case "parse": {
-      try {
-        const b = await brr.parseBundle(readFileSync(job.bundle), { name: "b" });
-        return { ok: true, words: b.nWords, nBits: b.nBits, uncased: b.uncased };
-      } catch (e) {
-        return { ok: false, name: e.name, message: e.message };
+      const out = [];
+      for (const path of job.bundles) {
+        try {
+          const b = await brr.parseBundle(readFileSync(path), { name: "b" });
+          out.push({ ok: true, words: b.nWords, nBits: b.nBits, uncased: b.uncased });
+        } catch (e) {
+          out.push({ ok: false, name: e.name, message: e.message });
+        }
       }
+      return out;
     }
     case "draw": {
       const bundle = await brr.parseBundle(readFileSync(job.bundle));

@@ -114,6 +114,16 @@ def row(**kw) -> None:
     print("  " + ", ".join(f"{k}={v:,.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in kw.items()), flush=True)
 
 
+class _Identity:
+    """Stand-in mechanism returning each input id (UNK as id 0): isolates the text work."""
+
+    def __init__(self, vocabulary) -> None:
+        self.vocabulary = vocabulary
+
+    def sample_ids(self, ids, rng=None):
+        return np.maximum(np.asarray(ids, dtype=np.int64), 0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -124,7 +134,9 @@ def main() -> None:
     ap.add_argument("--text", default=None)
     ap.add_argument("--text-lines", type=int, default=200_000)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--precision-queries", type=int, default=1 << 18)
     ap.add_argument("--big-vocab", type=int, default=1_000_000)
+    ap.add_argument("--big-tokens", type=int, default=1 << 17)
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test on CPU torch)")
     args = ap.parse_args()
@@ -216,17 +228,17 @@ def main() -> None:
     print("\n[precision]")
     madlib = mechs["madlib"]
     g = torch_generator(5, dev)
-    tid = torch.from_numpy(ids[: min(ids.size, 1 << 18)]).to(dev)
+    tid = torch.from_numpy(ids[: min(ids.size, args.precision_queries)]).to(dev)
     Q = madlib.points_tensor(tid) + madlib.sample_noise_tensor(tid.shape[0], g)
     exact = madlib.index.search_tensor(Q)
-    sub = Q[:2048].double()
+    sub = Q[: min(2048, Q.shape[0])].double()
     E64 = madlib.index.vectors.double()
     ref = torch.cdist(sub, E64, compute_mode="donot_use_mm_for_euclid_dist").argmin(dim=1)
-    row(path="precision", check="fp32 exact vs float64 cdist (2048 queries)", mismatches=int((exact[:2048] != ref).sum()))
+    row(path="precision", check="fp32 exact vs float64 cdist (2048 queries)", mismatches=int((exact[: sub.shape[0]] != ref).sum()))
     for precision in ("fp32", "tf32", "bf16"):
         for ex in (True, False):
             idx = TorchEuclideanIndex(emb.vectors, device=dev, precision=precision, exact=ex)
-            idx.search_tensor(Q[:8192])
+            idx.search_tensor(Q[:1024])
             idx.stats = {"queries": 0, "reranked": 0}
             t = timed(lambda: idx.search_tensor(Q), dev, repeat=2)
             got = idx.search_tensor(Q)
@@ -261,6 +273,20 @@ def main() -> None:
             par = n_words / (time.perf_counter() - t)
         row(path="text", mechanism=mname, words=n_words, serial_words_per_s=serial, parallel_words_per_s=par, workers=workers,
             parallel_over_id_path=par / id_wps[mname], serial_over_id_path=serial / id_wps[mname])
+    # the text work alone: a stand-in mechanism that samples nothing (output = input id)
+    ident = _Identity(emb)
+    t = time.perf_counter()
+    for b in batches:
+        privatize_texts(ident, b, rng=1)
+    serial = n_words / (time.perf_counter() - t)
+    with ParallelPrivatizer(ident, workers=workers) as pp:
+        pp.privatize_texts(batches[0], rng=0)
+        t = time.perf_counter()
+        for b in batches:
+            pp.privatize_texts(b, rng=1)
+        par = n_words / (time.perf_counter() - t)
+    row(path="text", mechanism="none (text work only)", words=n_words, serial_words_per_s=serial, parallel_words_per_s=par, workers=workers,
+        us_per_word_serial=1e6 / serial)
     cpu = deniable.get_mechanism("madlib", emb, epsilon=args.epsilon)
     few = lines[:5000]
     nw = sum(len(words_of(ln)) for ln in few)
@@ -279,7 +305,7 @@ def main() -> None:
     vecs = rng.standard_normal((Vb, d), dtype=np.float32)
     big = deniable.Embedding(big_words, vecs)
     del vecs
-    bids = rng.integers(0, Vb, size=1 << 17)
+    bids = rng.integers(0, Vb, size=args.big_tokens)
     peak_reset(dev)
     m = deniable.get_mechanism("madlib", big, epsilon=args.epsilon, backend="torch", device=dev)
     m.sample_ids(bids[:4096], rng=0)

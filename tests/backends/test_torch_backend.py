@@ -148,14 +148,14 @@ def tie_cases() -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
 def test_nearest_neighbour_equals_float64_reference(device, precision):
     rng = np.random.default_rng(7)
-    vecs = rng.standard_normal((3000, 48)).astype(np.float32) * rng.uniform(0.5, 2, (3000, 1)).astype(np.float32)
+    vecs = rng.standard_normal((1500, 32)).astype(np.float32) * rng.uniform(0.5, 2, (1500, 1)).astype(np.float32)
     vecs[100] = vecs[7]  # duplicates: the lowest id wins
-    vecs[2999] = vecs[7]
-    base = vecs[rng.integers(0, 3000, 1500)]
-    queries = (base + rng.standard_normal(base.shape).astype(np.float32) * rng.uniform(0.01, 3, (1500, 1)).astype(np.float32)).astype(np.float32)
+    vecs[1499] = vecs[7]
+    base = vecs[rng.integers(0, 1500, 800)]
+    queries = (base + rng.standard_normal(base.shape).astype(np.float32) * rng.uniform(0.01, 3, (800, 1)).astype(np.float32)).astype(np.float32)
     queries[:10] = vecs[7]  # exact hits on the duplicated vector
     # small blocks force the vocabulary-blocked path and the cross-block merge
-    for mem in (1 << 30, 1 << 17):
+    for mem in (1 << 30, 1 << 16):
         index = TorchEuclideanIndex(vecs, device=device, precision=precision, memory_bytes=mem)
         got = index.search(queries)
         np.testing.assert_array_equal(got, float64_nn(vecs, queries))
@@ -223,15 +223,15 @@ def test_brr_output_distribution_is_exact(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_hamming_search_equals_numpy_engine_with_same_ties(device):
     rng = np.random.default_rng(5)
-    bits = rng.random((3000, 128)) < 0.5
+    bits = rng.random((1500, 128)) < 0.5
     bits[10:20] = bits[0]  # a block of identical codes
-    be = BinaryEmbedding.from_bits([f"w{i}" for i in range(3000)], bits)
-    qbits = bits[rng.integers(0, 3000, 2000)] ^ (rng.random((2000, 128)) < 0.3)
+    be = BinaryEmbedding.from_bits([f"w{i}" for i in range(1500)], bits)
+    qbits = bits[rng.integers(0, 1500, 1000)] ^ (rng.random((1000, 128)) < 0.3)
     qbits[:50] = bits[0]
     from deniable.binary.codes import pack_bits
 
     q = pack_bits(qbits)
-    u = rng.random(2000)
+    u = rng.random(1000)
     for mem in (1 << 30, 1 << 16):
         ours = TorchHammingIndex(bits, device=device, memory_bytes=mem).search(q, ties=u)
         np.testing.assert_array_equal(ours, HammingIndex(be.codes).search(q, ties=u))

@@ -8,7 +8,7 @@ from scipy import stats
 
 import deniable
 from deniable.integrations.keyed import (
-    bound_contributions,
+    keyed_bound_contributions,
     key_bytes,
     philox_key,
     privatize_keyed,
@@ -137,13 +137,13 @@ def test_bound_contributions_is_keyed_by_user():
     records = [(u, " ".join(f"w{(u * 7 + j) % 13}" for j in range(12))) for u in range(30)]
     vocab = ngrams.build_vocabulary(ngrams.count_public([t for _, t in records], 2), n=2)
     counts = ngrams.count_users(records, vocab)
-    a = bound_contributions(counts, max_ngrams_per_user=4, C=1, seed=3)
+    a = keyed_bound_contributions(counts, max_ngrams_per_user=4, C=1, seed=3)
     assert np.diff(a.matrix.indptr).max() == 4 and a.matrix.max() == 1
     # user order does not matter: the same user keeps the same n-grams
     rev = ngrams.count_users(records[::-1], vocab)
-    b = bound_contributions(rev, max_ngrams_per_user=4, C=1, seed=3)
+    b = keyed_bound_contributions(rev, max_ngrams_per_user=4, C=1, seed=3)
     order = [b.user_ids.index(u) for u in a.user_ids]
     assert (b.matrix[order] != a.matrix).nnz == 0
-    assert (bound_contributions(counts, max_ngrams_per_user=4, seed=4).matrix != bound_contributions(counts, max_ngrams_per_user=4, seed=3).matrix).nnz
-    unbounded = bound_contributions(counts)
+    assert (keyed_bound_contributions(counts, max_ngrams_per_user=4, seed=4).matrix != keyed_bound_contributions(counts, max_ngrams_per_user=4, seed=3).matrix).nnz
+    unbounded = keyed_bound_contributions(counts)
     assert (unbounded.matrix != counts.matrix).nnz == 0

@@ -10,7 +10,7 @@ import pytest
 
 import deniable
 from deniable import ngrams
-from deniable.integrations.keyed import bound_contributions, privatize_keyed
+from deniable.integrations.keyed import keyed_bound_contributions, privatize_keyed
 
 from ..conftest import random_embedding
 
@@ -140,7 +140,7 @@ def test_count_ngrams_equals_single_machine_counting(spark, tmp_path):
 
     # bounded on the executors == bounded on one machine, whatever the partitioning
     bounded = count_ngrams(df.repartition(5), "user", "text", vocab, max_ngrams_per_user=3, C=1, seed=7)
-    ref = bound_contributions(single, max_ngrams_per_user=3, C=1, seed=7)
+    ref = keyed_bound_contributions(single, max_ngrams_per_user=3, C=1, seed=7)
     order = [bounded.user_ids.index(u) for u in ref.user_ids]
     assert (bounded.matrix[order] != ref.matrix).nnz == 0
     assert bounded.matrix.max() == 1 and np.diff(bounded.matrix.indptr).max() == 3

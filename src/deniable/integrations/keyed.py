@@ -49,7 +49,7 @@ __all__ = [
     "is_null",
     "NGRAM_STREAM",
     "bound_user_row",
-    "bound_contributions",
+    "keyed_bound_contributions",
 ]
 
 _TAG_INT, _TAG_STR, _TAG_BYTES = b"i", b"s", b"b"
@@ -399,23 +399,32 @@ NGRAM_STREAM = "deniable.ngrams.user-bounds"
 def bound_user_row(
     cols: np.ndarray, counts: np.ndarray, *, max_ngrams_per_user: int | None, C: float | None, generator: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bound one user's counts: keep a uniformly random subset of ``max_ngrams_per_user`` of the
-    distinct n-grams when there are more (columns sorted first, so the subset depends only on the
-    user's generator and data, never on the order rows arrived in), then clamp each count to ``C``.
+    """Bound one user's counts with :func:`deniable.ngrams.bound_contributions` (at most
+    ``max_ngrams_per_user`` distinct n-grams, a uniformly random subset, then counts clamped to
+    ``C``), drawing from this user's own generator. The columns are sorted first, so the subset
+    depends only on the generator and the user's data, never on the order rows arrived in.
 
-    ``generator`` is a Generator or a zero-argument callable returning one (drawn only when a
-    subset is needed). Returns sorted columns and their counts.
+    ``generator`` is a zero-argument callable returning the user's Generator (called only when
+    the user has more than ``max_ngrams_per_user`` n-grams). Returns sorted columns and counts.
     """
+    import scipy.sparse as sp
+
+    from ..ngrams import bound_contributions as _bound
+    from ..ngrams import clamp_counts
+
     order = np.argsort(cols, kind="stable")
     cols, counts = np.asarray(cols)[order], np.asarray(counts)[order]
+    if cols.shape[0] == 0:
+        return cols, counts
+    row = sp.csr_matrix((counts, cols.astype(np.int32), np.array([0, cols.shape[0]])), shape=(1, int(cols.max()) + 1))
     if max_ngrams_per_user is not None and cols.shape[0] > max_ngrams_per_user:
-        gen = generator() if callable(generator) else generator
-        keep = np.sort(gen.choice(cols.shape[0], size=max_ngrams_per_user, replace=False))
-        cols, counts = cols[keep], counts[keep]
-    if C is not None:
-        clamped = np.minimum(counts, C)
-        counts = clamped.astype(counts.dtype) if float(C).is_integer() else clamped.astype(np.float64)
-    return cols, counts
+        limit = C if C is not None else float(counts.max())  # None: no clamp (a no-op bound)
+        row = _bound(row, max_ngrams_per_user, limit, rng=generator())
+    elif C is not None:
+        row = clamp_counts(row, C)
+    row = sp.csr_matrix(row)
+    row.sort_indices()
+    return row.indices.astype(cols.dtype, copy=False), row.data
 
 
 def check_bounds(max_ngrams_per_user: Any, C: Any) -> tuple[int | None, float | None]:
@@ -427,14 +436,17 @@ def check_bounds(max_ngrams_per_user: Any, C: Any) -> tuple[int | None, float | 
     return k, c
 
 
-def bound_contributions(counts: Any, *, max_ngrams_per_user: int | None = None, C: float | None = None, seed: int | None = None) -> Any:
+def keyed_bound_contributions(counts: Any, *, max_ngrams_per_user: int | None = None, C: float | None = None, seed: int | None = None) -> Any:
     """Per-user contribution bounds on a :class:`~deniable.ngrams.UserCounts`, keyed by user.
 
-    Each user keeps at most ``max_ngrams_per_user`` distinct n-grams (a uniformly random subset,
-    drawn from ``row_generator(seed, NGRAM_STREAM, user_id)``) and every count is clamped to
-    ``C``. This is the single-machine reference of the bounds :func:`deniable.spark.count_ngrams`
-    applies on the executors: the same seed gives the same bounded counts whatever the
-    partitioning. The bounds are data independent, so a release may re-apply its own.
+    The bounds of :func:`deniable.ngrams.bound_contributions` (at most ``max_ngrams_per_user``
+    distinct n-grams per user, a uniformly random subset; every count clamped to ``C``; None
+    leaves a bound off), with each user's subset drawn from its own generator
+    ``row_generator(seed, NGRAM_STREAM, user_id)`` instead of one generator in row order. This is
+    the single-machine reference of the bounds :func:`deniable.spark.count_ngrams` applies on the
+    executors: the same seed gives the same bounded counts whatever the partitioning or the user
+    order. The bounds are data independent; a release enforces its own again (a no-op for users
+    already within them).
     """
     import scipy.sparse as sp
 

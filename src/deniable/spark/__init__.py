@@ -183,7 +183,7 @@ def count_ngrams(
     Produces what :func:`deniable.ngrams.count_users` produces on one machine for the same rows
     (users in order of first appearance in the DataFrame, n-grams outside the vocabulary dropped
     and counted in ``dropped``), followed, when bounds are given, by
-    :func:`deniable.integrations.keyed.bound_contributions`: at most ``max_ngrams_per_user``
+    :func:`deniable.integrations.keyed.keyed_bound_contributions`: at most ``max_ngrams_per_user``
     distinct n-grams per user (a random subset keyed by (seed, user)) and counts clamped to
     ``C``, applied per user on the executors. Only the bounded per-user counts reach the driver.
 

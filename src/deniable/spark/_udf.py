@@ -87,7 +87,7 @@ def count_batches_function(shipment: Shipment, n: int):
 
 def bound_function(*, max_ngrams_per_user: Optional[int], C: Optional[float], seed: int):
     """applyInPandas body: one user's aggregated rows, bounded as
-    :func:`deniable.integrations.keyed.bound_contributions` does on one machine."""
+    :func:`deniable.integrations.keyed.keyed_bound_contributions` does on one machine."""
 
     def bound(pdf: pd.DataFrame) -> pd.DataFrame:
         user = pdf["u"].iloc[0]

@@ -148,7 +148,8 @@ def run_classification_unit(args, dname, mname, level, eps, seed) -> dict:
     mech = None if mname == "none" else build_mechanism(mname, eps, args.gpu)
     rec = {"dataset": dname, "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech)}
     res = evaluate_mechanism(mech, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 12, int(round(level * 1000))]),
-                             classifier=TextClassifier(alpha=args.alpha, tol=1e-6), min_simulations=args.min_simulations, samples=args.samples)
+                             classifier=TextClassifier(alpha=args.alpha, tol=1e-6), min_simulations=args.min_simulations, samples=args.samples,
+                             audit_classifier=TextClassifier(alpha=args.audit_alpha, tol=1e-6) if args.audit_alpha else None)
     res.pop("mechanism", None)
     res.pop("epsilon", None)
     rec.update(res)
@@ -347,18 +348,19 @@ def summarize(out_dir: Path, plots: bool = True) -> str:
                              f"{_ci95([100 * r['authorship']['top10'] for r in rs])} |")
         else:
             lines += ["| level (Madlib ε) | mechanism | ε | seeds | words changed % | acc. clean test % | acc. privatized test % | "
-                      "inversion top-1 % | top-5 % | rare top-1 % | MIA AUC | similarity |",
-                      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                      "inversion top-1 % | top-5 % | rare top-1 % | MIA AUC % | MIA AUC audit model % | similarity |",
+                      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for k in keys:
                 rs = groups[k]
                 inv = [r.get("inversion") for r in rs]
                 get = lambda name: [100 * i[name] for i in inv if i] if any(inv) else []  # noqa: E731
-                mia = _ci95([r["mia"]["auc"] * 100 for r in rs]).replace(".", ".", 1)
+                mia = _ci95([r["mia"]["auc"] * 100 for r in rs])
+                audit = _ci95([r["mia_audit"]["auc"] * 100 for r in rs if "mia_audit" in r])
                 sim = sims.get(k, [])
                 lines.append(
                     f"| {k[2]:g} | {k[1]} | {rs[0]['epsilon'] or 0:.4g} | {len(rs)} | {_ci95([100 * r['changed_train'] for r in rs])} | "
                     f"{_ci95([100 * r['acc_clean'] for r in rs])} | {_ci95([100 * r['acc_priv'] for r in rs])} | {_ci95(get('top1'))} | "
-                    f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} | {_ci95([100 * s for s in sim]) if sim else '—'} |"
+                    f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} | {audit} | {_ci95([100 * s for s in sim]) if sim else '—'} |"
                 )
         lines.append("")
     if plots:
@@ -418,6 +420,7 @@ def main(argv=None) -> None:
     p.add_argument("--limit", type=int, default=None, help="subsample train and test to this many texts (smoke runs)")
     p.add_argument("--limit-users", type=int, default=None)
     p.add_argument("--alpha", type=float, default=1e-4)
+    p.add_argument("--audit-alpha", type=float, default=0.0, help="L2 penalty of a second, barely regularized membership-audit model (0: none)")
     p.add_argument("--min-simulations", type=int, default=1_000_000)
     p.add_argument("--samples", type=int, default=0, help="store this many privatized test texts per unit")
     p.add_argument("--similarity", action="store_true", help="compute sentence similarity of the stored samples")

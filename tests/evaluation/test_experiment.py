@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from deniable import Madlib
-from deniable.evaluation import token_ids
+from deniable.evaluation import TextClassifier, token_ids
 from deniable.evaluation.experiment import evaluate_mechanism, privatize_recording
 
 from ..conftest import random_embedding
@@ -32,5 +32,6 @@ def test_evaluate_mechanism_keys():
     rec = evaluate_mechanism(Madlib(emb, epsilon=30.0), texts[:30], labels[:30], texts[30:], labels[30:], rng=1, min_simulations=500, samples=2)
     assert {"acc_clean", "acc_priv", "changed_train", "inversion", "mia", "sample", "seconds"} <= set(rec)
     assert rec["inversion"]["n_simulations"] >= 500 and len(rec["sample"]) == 2
-    base = evaluate_mechanism(None, texts[:30], labels[:30], texts[30:], labels[30:], attacks=["membership"])
-    assert base["mechanism"] == "none" and "inversion" not in base and "mia" in base
+    base = evaluate_mechanism(None, texts[:30], labels[:30], texts[30:], labels[30:], attacks=["membership"],
+                              audit_classifier=TextClassifier(alpha=1e-7))
+    assert base["mechanism"] == "none" and "inversion" not in base and "mia" in base and "mia_audit" in base

@@ -71,6 +71,7 @@ def main() -> None:
     ap.add_argument("--sw-words", type=int, default=100)
     ap.add_argument("--sw-draws", type=int, default=100)
     ap.add_argument("--study", action="store_true", help="also Mahalanobis at lam 0.25, 0.5, 0.75, 1 (build/calibration/)")
+    ap.add_argument("--study-directions", type=int, default=64)
     ap.add_argument("--study-out", default=str(ROOT / "build" / "calibration"))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -82,8 +83,14 @@ def main() -> None:
     # mechanism so the rare-word study compares the same words
     from deniable.calibration.plausible import _knn_dists
 
-    nn = _knn_dists(deniable.Madlib(emb, epsilon=1.0), np.arange(len(emb)), 1)[:, 0]
-    iso = np.argsort(-nn, kind="stable")[: len(emb) // 100]
+    cached = ROOT / "build" / "calibration" / f"isolated_1pct_{emb.fingerprint}.npy"
+    if cached.is_file():
+        iso = np.load(cached)
+    else:
+        nn = _knn_dists(deniable.Madlib(emb, epsilon=1.0), np.arange(len(emb)), 1)[:, 0]
+        iso = np.argsort(-nn, kind="stable")[: len(emb) // 100]
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cached, iso)
 
     jobs = []
     for name in [m for m in args.mechanisms.split(",") if m and m != "none"]:
@@ -108,6 +115,8 @@ def main() -> None:
         if name == "brr":
             kw.update(words=args.brr_sample, isolated=args.brr_isolated, sample=args.brr_sample, draws=args.draws, extra=iso,
                       sampler=sampler)
+        elif params:  # the study: the 1 % most isolated words and a random sample, no screening
+            kw.update(words=args.sample, isolated=0, extra=iso, screen=0, directions=args.study_directions)
         elif name == "tem":
             kw.update(words="all")
         else:

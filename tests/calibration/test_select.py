@@ -253,3 +253,27 @@ def test_repr_is_concise():
     rc = repr(sel.check)
     assert rc.startswith("PlausibleDeniability(mechanism='isolated-rr'") and "array(" not in rc
     assert len(rc.splitlines()) <= 4 and "'w0'" in rc  # the worst word is named
+
+
+def test_curve_fast_path_agrees_with_the_sampled_search_and_errs_private():
+    """Madlib (radial curves) and TEM (exact kernel) take the curve path; its ε sits at or below
+    the boundary that the generic sampled search finds, within the grid spacing and noise."""
+    from deniable import TEM
+
+    rng = np.random.default_rng(0)
+    emb = Embedding([f"w{i}" for i in range(150)], rng.standard_normal((150, 5)).astype(np.float32))
+    fast = select_epsilon(lambda e: Madlib(emb, epsilon=e), max_n_w=0.5, words="all", draws=400, rng=1)
+    assert fast.check.meta["estimator"] == "radial" and fast.coverage == "all words"
+    assert any(e["stage"] == "recheck" and e["passed"] for e in fast.evaluations)
+    slow = select_epsilon(lambda e: Madlib(emb, epsilon=e), max_n_w=0.5, words="all", draws=400, method="sample", rng=1)
+    assert slow.epsilon is not None and fast.epsilon <= slow.epsilon * 1.25
+    assert fast.epsilon >= slow.epsilon / 1.6  # not absurdly conservative either
+    # independent check at the chosen epsilon: no word significantly above the target
+    pd = plausible_deniability(Madlib(emb, epsilon=fast.epsilon), "all", draws=1000, rng=5, method="sample")
+    assert pd.n_w_low.max() <= 0.5
+    ex = select_epsilon(lambda e: TEM(emb, epsilon=e, cache_dir=False), max_n_w=0.3, words=20, rng=0)
+    assert ex.coverage == "all words" and ex.check.method == "exact"
+    m = TEM(emb, epsilon=ex.epsilon, cache_dir=False)
+    assert max(m.probabilities(i)[i] for i in range(150)) <= 0.3
+    m_up = TEM(emb, epsilon=ex.epsilon * 1.05, cache_dir=False)
+    assert max(m_up.probabilities(i)[i] for i in range(150)) > 0.3 * 0.97

@@ -252,6 +252,14 @@ def select_epsilon(
     else:
         n_given = len(words)
         coverage = f"{n_given} given words"
+    if max_n_w is not None and min_s_w is None and method == "auto":
+        fast = _curve_selection(
+            mechanism_factory, probe, words, coverage, targets, max_n_w=max_n_w, quantile=quantile, draws=draws,
+            recheck_draws=recheck_draws, confidence=confidence, recheck_conf=recheck_conf, eps_min=eps_min, eps_max=eps_max,
+            rtol=rtol, max_rechecks=max_rechecks, gen=gen, final_all=final_all,
+        )
+        if fast is not None:
+            return fast
     evaluations: list[dict[str, Any]] = []
     passed: dict[float, PlausibleDeniability] = {}
 
@@ -330,6 +338,82 @@ def select_epsilon(
                 cand, targets, passed[cand], evaluations, capped=capped and cand == lo, coverage=coverage,
                 recheck_confidence=recheck_conf,
             )
+        cand = cand / (1.0 + rtol)
+        if cand < eps_min:
+            break
+    return EpsilonSelection(None, targets, None, evaluations, coverage=coverage, recheck_confidence=recheck_conf)
+
+
+def _curve_selection(
+    factory: Callable[[float], Any], probe: Any, words: Any, coverage: str, targets: dict[str, Any], *, max_n_w: float,
+    quantile: float, draws: int, recheck_draws: int, confidence: float, recheck_conf: float, eps_min: float, eps_max: float,
+    rtol: float, max_rechecks: int, gen: np.random.Generator, final_all: bool | None,
+) -> EpsilonSelection | None:
+    """N_w-only selection from whole ε ↦ N_w curves, for mechanisms with a curve estimator
+    (TEM: exact kernel; Madlib/Mahalanobis: radial, exact in the noise radius): one measurement
+    of the words over an ε grid ``1 + rtol`` apart instead of a bisection of sampled
+    evaluations, then a fresh re-check (new directions) at the Bonferroni-adjusted level,
+    stepping down by ``1 + rtol`` while it fails. None when the mechanism has no curve estimator.
+    """
+    from .targets import _pick_estimator, compute_calibration
+
+    est = _pick_estimator(probe)
+    if est not in ("kernel", "radial"):
+        return None
+    V = int(probe.n_words)
+    ids = np.arange(V, dtype=np.int64) if words is None or (isinstance(words, str) and words == "all") else None
+    if ids is None:
+        ids = np.asarray(words, dtype=np.int64) if isinstance(words, np.ndarray) else np.array(
+            [probe.id_of(w) for w in words], dtype=np.int64)
+    if est == "kernel" and final_all is not False:  # exact and cheap: every word, as the exact path does
+        ids, coverage = np.arange(V, dtype=np.int64), "all words"
+    n = int(math.ceil(math.log(eps_max / eps_min) / math.log1p(rtol))) + 1
+    grid = np.geomspace(eps_min, eps_max, n)
+    directions = min(draws, 256)
+    cal = compute_calibration(factory, epsilons=grid, words=ids, estimator=est, directions=directions, confidence=confidence,
+                              rng=gen.spawn(1)[0], progress=False)
+    stat = np.array([_stat(cal.n_w_upper[:, j], quantile, upper=True) for j in range(grid.size)])
+    ok = stat <= max_n_w
+    evaluations: list[dict[str, Any]] = []
+    sampled = est == "radial"
+
+    def record(eps: float, stage: str, passed_: bool, value: float, k: int | None, conf: float) -> None:
+        evaluations.append({"epsilon": float(eps), "stage": stage, "passed": bool(passed_), "words": int(ids.size),
+                            "draws": k if sampled else None, "confidence": conf if sampled else None, "n_w": float(value)})
+
+    if not ok[0]:
+        record(grid[0], "curve", False, stat[0], directions, confidence)
+        return EpsilonSelection(None, targets, None, evaluations, coverage=coverage)
+    j = grid.size - 1 if ok.all() else int(np.argmin(ok)) - 1
+    for i in range(max(0, j - 2), min(grid.size, j + 3)):
+        record(grid[i], "curve", ok[i], stat[i], directions, confidence)
+    capped = bool(ok.all())
+    cand = float(grid[j])
+
+    def check(eps: float, conf: float, k: int) -> PlausibleDeniability:
+        c = compute_calibration(factory, epsilons=[eps], words=ids, estimator=est, directions=k, confidence=conf,
+                                rng=gen.spawn(1)[0], progress=False)
+        nan = np.full(ids.size, np.nan)
+        m = probe if math.isclose(float(probe.epsilon), eps) else factory(eps)
+        return PlausibleDeniability(
+            getattr(m, "name", type(m).__name__), float(eps), dict(cal.params), "exact" if not sampled else "sampled",
+            k if sampled else None, float(targets.get("eta", 0.01)), conf, np.array(c.words, dtype=object), ids.copy(),
+            c.n_w[:, 0], c.n_w[:, 0].copy(), c.n_w_upper[:, 0], nan, nan.copy(), nan.copy(), np.zeros(ids.size, np.int64),
+            meta={"estimator": est, "directions": k if sampled else None, "s_w": "not measured (N_w-only selection)"},
+        )
+
+    if not sampled:  # exact: the curve is the check
+        res = check(cand, confidence, directions)
+        return EpsilonSelection(cand, targets, res, evaluations, capped=capped, coverage=coverage)
+    k = min(recheck_draws, 512)
+    for _ in range(max_rechecks + 1):
+        res = check(cand, recheck_conf, k)
+        value = _stat(res.n_w_high, quantile, upper=True)
+        good = value <= max_n_w
+        record(cand, "recheck", good, value, k, recheck_conf)
+        if good:
+            return EpsilonSelection(cand, targets, res, evaluations, capped=capped and cand == float(grid[j]),
+                                    coverage=coverage, recheck_confidence=recheck_conf)
         cand = cand / (1.0 + rtol)
         if cand < eps_min:
             break

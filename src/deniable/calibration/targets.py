@@ -125,9 +125,10 @@ class EpsilonChoice:
     useful_range: tuple[float, float]  # ε where the median word's N_w goes from 0.05 to 0.95
 
     def __str__(self) -> str:
+        bound = "exact, rounded up" if self.estimator in ("kernel", "exact") else f"{self.confidence:.0%} upper bound"
         return (
-            f"chosen for max_n_w={self.max_n_w:g}: the largest epsilon on the grid at which every word of {self.coverage} has "
-            f"N_w <= {self.max_n_w:g} (worst: {self.worst_word!r}, {self.confidence:.0%} upper bound {self.worst_n_w:.3g}; "
+            f"chosen for max_n_w={self.max_n_w:g}: the largest epsilon on the grid at which every word ({self.coverage}) has "
+            f"N_w <= {self.max_n_w:g} (worst: {self.worst_word!r}, {bound} {self.worst_n_w:.3g}; "
             f"median word {self.median_n_w:.3g}; {self.estimator} estimator, {self.source})"
         )
 
@@ -163,6 +164,8 @@ class Calibration:
     source: str = "computed"
     # exact worst-case columns kept when per-word values were stored rounded (compact files)
     exact_worst: tuple[np.ndarray, np.ndarray] | None = None
+    # per-ε summary columns over the sampled words ("q0.5", "q0.99", "mean"), stored in files
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
 
     # -- summaries -------------------------------------------------------------------------
     @property
@@ -180,12 +183,17 @@ class Calibration:
 
     def quantile(self, q: float) -> np.ndarray:
         """The q-quantile over the sampled words of the N_w point estimates, at each grid ε."""
-        return np.quantile(self.n_w[self.sample], q, axis=0)
+        key = f"q{q:g}"
+        if key not in self.columns:
+            self.columns[key] = np.quantile(self.n_w[self.sample], q, axis=0)
+        return self.columns[key]
 
     @property
     def changed(self) -> np.ndarray:
         """Expected fraction of vocabulary words changed (1 − mean N_w over the sampled words)."""
-        return 1.0 - self.n_w[self.sample].mean(axis=0)
+        if "mean" not in self.columns:
+            self.columns["mean"] = self.n_w[self.sample].mean(axis=0)
+        return 1.0 - self.columns["mean"]
 
     def _interp(self, y: np.ndarray, epsilon: float) -> np.ndarray:
         """Value at ``epsilon`` from grid columns of ``y``: linear in log ε between grid points,
@@ -214,12 +222,12 @@ class Calibration:
             worst_up = float(self._interp(self.exact_worst[0], epsilon))
         return {
             "epsilon": float(epsilon),
-            "median_n_w": float(np.median(pt[self.sample])),
-            "p99_n_w": float(np.quantile(pt[self.sample], 0.99)),
+            "median_n_w": float(self._interp(self.quantile(0.5), epsilon)),
+            "p99_n_w": float(self._interp(self.quantile(0.99), epsilon)),
             "worst_n_w": float(pt[i]),
             "worst_n_w_upper": worst_up,
             "worst_word": self.words[i] if self.words else str(int(self.word_ids[i])),
-            "changed": float(1.0 - pt[self.sample].mean()),
+            "changed": float(self._interp(self.changed, epsilon)),
         }
 
     def useful_range(self) -> tuple[float, float]:
@@ -295,7 +303,8 @@ class Calibration:
         arrays: dict[str, np.ndarray] = {
             "epsilons": self.epsilons, "word_ids": self.word_ids.astype(np.int32), "sample": self.sample,
             "worst_upper": self.worst_upper, "worst_index": self.worst_index.astype(np.int32),
-            "words": np.array(self.words, dtype=np.str_),
+            "words": np.frombuffer("\n".join(self.words).encode("utf-8"), dtype=np.uint8),
+            "col_median": self.quantile(0.5), "col_p99": self.quantile(0.99), "col_mean": 1.0 - self.changed,
         }
         if compact:
             arrays["n_w_q"] = np.ceil(np.clip(self.n_w, 0, 1) * 255 - 1e-9).astype(np.uint8)
@@ -327,9 +336,16 @@ class Calibration:
                 mechanism=h["mechanism"], params=h["params"], fingerprint=h["fingerprint"], n_vocab=int(h["n_vocab"]),
                 estimator=h["estimator"], confidence=float(h["confidence"]), coverage=h["coverage"],
                 epsilons=z["epsilons"].astype(np.float64), word_ids=z["word_ids"].astype(np.int64), n_w=n_w, n_w_upper=up,
-                sample=z["sample"].astype(bool), words=[str(w) for w in z["words"]], s_w=h.get("s_w"), meta=h.get("meta", {}),
+                sample=z["sample"].astype(bool), words=_words_from(z["words"]), s_w=h.get("s_w"), meta=h.get("meta", {}),
                 source=source or f"loaded from {path}", exact_worst=exact_worst,
+                columns={k: z[f"col_{c}"] for k, c in (("q0.5", "median"), ("q0.99", "p99"), ("mean", "mean")) if f"col_{c}" in z},
             )
+
+
+def _words_from(arr: np.ndarray) -> list[str]:
+    if arr.dtype == np.uint8:  # UTF-8 bytes, one word per line (compact and fast to load)
+        return arr.tobytes().decode("utf-8").split("\n") if arr.size else []
+    return [str(w) for w in arr]
 
 
 # -- keys, shipped data and the cache -----------------------------------------------------------
@@ -696,7 +712,7 @@ def compute_calibration(
         for vocabularies of at most ``2 * isolated + sample`` words; otherwise the ``isolated``
         words with the largest nearest-neighbour distance and ``isolated`` with the largest 10-NN
         radius over the whole vocabulary — Euclidean, or Hamming for binary codes — plus ``sample``
-        random words), or a count ``n`` (that recipe with ``sample = n``).
+        random words), a count ``n`` (that recipe with ``sample = n``), or an array of ids.
     estimator
         ``"auto"`` or one of :data:`ESTIMATORS`.
     directions, draws
@@ -734,6 +750,12 @@ def compute_calibration(
     all_ids = np.arange(V, dtype=np.int64)
     if isinstance(words, str) and words == "all":
         ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"
+    elif isinstance(words, (list, tuple, np.ndarray)):
+        ids = np.asarray(words, dtype=np.int64).ravel()
+        if ids.size == 0 or ids.min() < 0 or ids.max() >= V:
+            raise ValueError(f"words must be vocabulary ids in [0, {V - 1}]")
+        is_sample = np.ones(ids.size, bool)
+        coverage = "all words" if np.unique(ids).size >= V else f"{ids.size} given words"
     elif (isinstance(words, str) and words == "auto" and (est == "kernel" or V <= 2 * isolated + sample)):
         ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"
     elif isinstance(words, str) and words == "auto" and est == "radial" and screen:

@@ -1,0 +1,66 @@
+"""Privacy targets: how long `get_mechanism(name, max_n_w=...)` takes.
+
+* resolution from the shipped calibration (bundled embedding, default parameters), per mechanism;
+* computing a calibration for a "user" embedding of the same size (the bundled one with the
+  shipped data bypassed and no cache), per estimator, with the default options;
+* `select_epsilon` with its default arguments (Madlib: the radial curve path).
+
+Reference measured in the same run: privatizing every vocabulary word once with Madlib (one
+exact nearest-neighbour search per word), so the machine's load cancels in the ratios.
+
+    python benchmarks/bench_targets.py            # everything (minutes)
+    python benchmarks/bench_targets.py --quick    # resolution only
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import deniable
+from deniable.calibration.targets import compute_calibration
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--mechanisms", default="madlib,mahalanobis,tem,brr")
+    args = ap.parse_args()
+    names = args.mechanisms.split(",")
+
+    t = time.perf_counter()
+    emb = deniable.load_embedding()
+    print(f"load bundled embedding: {time.perf_counter() - t:.2f} s ({len(emb)} words)")
+    madlib = deniable.Madlib(emb, epsilon=10)
+    t = time.perf_counter()
+    madlib.sample_ids(np.arange(len(emb)), rng=0)
+    ref = time.perf_counter() - t
+    print(f"reference: Madlib over the {len(emb)}-word vocabulary once: {ref:.2f} s ({len(emb) / ref:,.0f} words/s)")
+
+    for name in names:
+        t = time.perf_counter()
+        mech = deniable.get_mechanism(name, emb, max_n_w=0.5)
+        dt = time.perf_counter() - t
+        c = mech.epsilon_choice
+        print(f"get_mechanism({name!r}, max_n_w=0.5): {dt:.2f} s ({dt / ref:.2f}x reference) -> epsilon {mech.epsilon:.4g}; "
+              f"worst {c.worst_word!r} {c.worst_n_w:.3f}, median {c.median_n_w:.3f}; {c.source}")
+    if args.quick:
+        return
+
+    for name in names:
+        t = time.perf_counter()
+        cal = compute_calibration(lambda e, name=name: deniable.get_mechanism(name, emb, epsilon=e), progress=False, rng=1)
+        dt = time.perf_counter() - t
+        print(f"compute_calibration({name}) defaults, {len(emb)} words: {dt:.1f} s ({dt / ref:.1f}x reference); "
+              f"{cal.estimator}; coverage: {cal.coverage[:90]}; epsilon for 0.5: {cal.choose(0.5).epsilon:.4g}")
+
+    t = time.perf_counter()
+    sel = deniable.select_epsilon(lambda e: deniable.Madlib(emb, epsilon=e), max_n_w=0.5, rng=0)
+    dt = time.perf_counter() - t
+    print(f"select_epsilon(Madlib, max_n_w=0.5) defaults: {dt:.1f} s ({dt / ref:.1f}x reference) -> {sel.epsilon:.4g}, {sel.coverage}")
+
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,7 @@ screenshot is kept in build/explorer.png.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -44,11 +45,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server_url():
+@contextlib.contextmanager
+def _serve(cfg: ServiceConfig):
     emb, binary = small_vocab()
-    cfg = ServiceConfig(compute_targets=True)  # a small vocabulary calibrates in about a second
-    app = create_app(cfg, pool=MechanismPool(emb, binary, compute_targets=True))
+    app = create_app(cfg, pool=MechanismPool(emb, binary, compute_targets=cfg.compute_targets))
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -58,9 +58,17 @@ def server_url():
         if time.monotonic() > deadline or not thread.is_alive():
             pytest.fail("uvicorn did not start")
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    with _serve(ServiceConfig(compute_targets=True)) as url:  # a small vocabulary calibrates in about a second
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +162,22 @@ def test_explorer_server_and_on_device(server_url, browser):
     page.screenshot(path=str(BUILD / "explorer.png"), full_page=True)
     assert not console_errors, console_errors
     page.close()
+
+
+def test_explorer_with_an_api_key(browser):
+    with _serve(ServiceConfig(api_key="page-key-12345")) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        status = page.locator("#status")
+        expect(status).to_have_text(re.compile("needs an API key"), timeout=20_000)
+        expect(page.locator("#api-key")).to_be_visible()  # the page opened the key box
+        page.fill("#api-key", "page-key-12345")
+        page.locator("#api-key").dispatch_event("change")
+        expect(status).to_have_text("Ready.", timeout=20_000)
+        page.fill("#epsilon", "3")
+        page.click("#run")
+        expect(status).to_have_text("Done.", timeout=20_000)
+        assert page.inner_text("#where") == "on the server"
+        page.check('input[name="mode"][value="device"]')  # the bundle download carries the key too
+        expect(status).to_have_text(re.compile("^Bundle loaded"), timeout=20_000)
+        page.close()

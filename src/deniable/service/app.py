@@ -11,7 +11,7 @@ files under ``/static``. Every error is JSON: ``{"error": {"status", "code", "me
 # inside create_app at run time.
 import secrets
 import threading
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from .._optional import import_optional
 from .config import SERVICE_PARAMS, ServiceConfig
@@ -27,10 +27,9 @@ _DESCRIPTIONS = {
 }
 
 
-def _imports() -> tuple[Any, Any]:
-    fastapi = import_optional("fastapi", purpose="deniable serve (pip install \"deniable[serve]\")")
-    pydantic = import_optional("pydantic", purpose="deniable serve (pip install \"deniable[serve]\")")
-    return fastapi, pydantic
+def _imports() -> None:
+    for module in ("fastapi", "pydantic"):
+        import_optional(module, purpose='deniable serve (pip install "deniable[serve]")')
 
 
 # The page loads only its own files and talks only to this server.
@@ -120,14 +119,13 @@ def create_app(
     fastapi.FastAPI
         The application; run it with uvicorn (``deniable serve`` does).
     """
-    fastapi, pydantic = _imports()
+    _imports()  # one clear install hint when the serve extra is missing
     from fastapi import Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse, Response
     from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
     from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
     from starlette.exceptions import HTTPException as StarletteHTTPException
-    from typing_extensions import Annotated
 
     import deniable
 

@@ -58,11 +58,6 @@ function defaultEpsilon(name) {
 }
 
 async function init() {
-  $("api-key").value = sessionStorage.getItem(KEY) || "";
-  $("api-key").addEventListener("change", () => {
-    sessionStorage.setItem(KEY, $("api-key").value.trim());
-    init();
-  });
   try {
     info = await api("/v1/mechanisms");
   } catch (e) {
@@ -262,4 +257,11 @@ $("mechanism").addEventListener("change", onMechanismChange);
 for (const r of document.querySelectorAll('input[name="mode"]')) r.addEventListener("change", onModeChange);
 $("epsilon").addEventListener("input", () => drawPlot(currentCurve, Number($("epsilon").value)));
 $("run").addEventListener("click", run);
+$("api-key").value = sessionStorage.getItem(KEY) || "";
+$("api-key").addEventListener("change", () => {
+  sessionStorage.setItem(KEY, $("api-key").value.trim());
+  bundlePromise = null;
+  curves.clear();
+  init();
+});
 init();

@@ -330,3 +330,27 @@ def test_pickle_round_trip():
     m2 = pickle.loads(pickle.dumps(m))
     assert isinstance(m2, TorchBRR) and str(m2.device) == "cpu"
     np.testing.assert_array_equal(m.sample_ids(np.arange(20), rng=5), m2.sample_ids(np.arange(20), rng=5))
+
+
+def test_fp32_search_ignores_a_global_tf32_setting():
+    """The search forces true fp32 products during the call and restores the caller's setting."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        rng = np.random.default_rng(13)
+        vecs = rng.standard_normal((500, 16)).astype(np.float32)
+        q = (vecs[:200] + rng.standard_normal((200, 16))).astype(np.float32)
+        index = TorchEuclideanIndex(vecs, device="cpu")
+        seen = []
+        real = index._scores
+
+        def spy(*a, **k):
+            seen.append(torch.get_float32_matmul_precision())
+            return real(*a, **k)
+
+        index._scores = spy
+        np.testing.assert_array_equal(index.search(q), float64_nn(vecs, q))
+        assert seen and set(seen) == {"highest"}
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(old)

@@ -29,6 +29,7 @@ def _rows(n: int, seed: int = 0, null_every: int = 7) -> list[tuple[int, str | N
     return [(i, None if i % null_every == 3 else t) for i, t in enumerate(texts)]
 
 
+@pytest.mark.slow
 def test_privatize_column_equals_single_process_for_any_partitioning(spark, mech):
     import pandas as pd
 

@@ -61,3 +61,11 @@ def test_signal_keeps_the_previous_output(workload):
     p.terminate()
     assert p.wait(timeout=60) == -signal.SIGTERM
     assert out.read_text() == "previous result\n" and list(d.glob(".kept.txt.*")) == []
+
+
+def test_closed_pipe_stops_quietly(workload):
+    """`deniable privatize ... | head`: the reader leaving is not an error worth a message."""
+    d = workload
+    cmd = " ".join([sys.executable, "-c", "'from deniable.cli.main import main; main()'", "privatize", "in.txt", "-m", "madlib", "-e", "10", "--embedding", "emb.txt"])
+    r = subprocess.run(["bash", "-c", f"{cmd} | head -c 10 > /dev/null; echo ${{PIPESTATUS[0]}}"], cwd=d, capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip() == "1" and r.stderr == "", r.stderr

@@ -78,6 +78,9 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except DataError as exc:
             raise click.ClickException(str(exc)) from None
+        except BrokenPipeError:  # `deniable ... | head`: the reader left; stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except OSError as exc:
             raise click.ClickException(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)) from None
         except (ValueError, TypeError, ImportError) as exc:

@@ -46,3 +46,20 @@ def test_shipment_for_caches_per_object_and_loads_in_a_fresh_process(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(ship), capture_output=True, check=True)
     assert out.stdout.decode().strip() == privatize_keyed(mech, ["w1 w2 w2999"], seed=5)[0]
+
+
+def test_tem_ships_its_tables_and_brr_falls_back_to_its_own_pickling(tmp_path):
+    from deniable.binary import binarize
+    from deniable.integrations._common import for_workers
+
+    tem = for_workers(deniable.get_mechanism("tem", random_embedding(300, 8), epsilon=2, cache_dir=False))
+    ship = pack(tem, tmp_path)
+    shipping._LOADED.pop(ship.digest, None)
+    loaded = ship.load()
+    assert loaded._nb is not None  # the neighbourhood table came with it, not rebuilt
+    texts = ["w1 w2 w299", "w7"]
+    assert privatize_keyed(loaded, texts, seed=3) == privatize_keyed(tem, texts, seed=3)
+    brr = deniable.get_mechanism("brr", binarize(random_embedding(60, 16), n_bits=16, rng=0), epsilon=3)
+    ship = pack(brr, tmp_path)
+    shipping._LOADED.pop(ship.digest, None)
+    assert privatize_keyed(ship.load(), texts, seed=3) == privatize_keyed(brr, texts, seed=3)

@@ -6,7 +6,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-__all__ = ["require", "as_mechanism"]
+__all__ = ["require", "as_mechanism", "for_workers"]
 
 _EXTRA = {"pandas": "pandas", "sklearn": "sklearn", "datasets": "datasets", "pyspark": "spark"}
 
@@ -55,3 +55,11 @@ def as_mechanism(mechanism: Any, *, epsilon: float | None = None, embedding: Any
     if hasattr(mech, "precompute"):  # one-time tables (TEM), cached on disk
         mech.precompute()
     return mech
+
+
+def for_workers(mechanism: Any) -> Any:
+    """Build the mechanism's one-time tables (TEM's neighbourhoods) here, before it is shipped,
+    so that workers receive them instead of each building its own."""
+    if hasattr(mechanism, "precompute"):
+        mechanism.precompute(progress=False)
+    return mechanism

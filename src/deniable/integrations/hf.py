@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..text.privatize import check_oov
-from ._common import as_mechanism, require
+from ._common import as_mechanism, for_workers, require
 from .keyed import check_seed, privatize_keyed, secret_seed
 from .shipping import Shipment, shipment_for
 
@@ -118,7 +118,7 @@ def dataset_privatizer(
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
     seed = check_seed(seed)
     return DatasetPrivatizer(
-        shipment_for(mech),
+        shipment_for(for_workers(mech)),
         column,
         output_column or column,
         key,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..integrations._common import as_mechanism, require
+from ..integrations._common import as_mechanism, for_workers, require
 from ..integrations.keyed import check_bounds, check_seed, secret_seed
 from ..integrations.shipping import Shipment, pack, shipment_for
 from ..text.privatize import CASE_POLICIES, check_oov
@@ -148,7 +148,7 @@ def privatize_column(
     if max_n_w is not None:
         params["max_n_w"] = max_n_w
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
-    ship = distribute(df.sparkSession, shipment_for(mech))
+    ship = distribute(df.sparkSession, shipment_for(for_workers(mech)))
     fn = privatize_udf_function(
         ship, seed=secret_seed() if seed is None else seed, stream=column if stream is None else stream, oov=oov, case=case, keyed=key is not None
     )

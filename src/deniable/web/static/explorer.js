@@ -177,7 +177,7 @@ async function run() {
       setStatus("Privatizing on the server…");
       const res = await api("/v1/privatize", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
       render(res.segments[0], res.summary.changed, res.summary.words, res.epsilon, "on the server", res.guarantee.statement);
-      setStatus(level() === "target" ? `ε = ${res.epsilon} chosen for the target.` : "Done.");
+      setStatus(level() === "target" ? `ε = ${Number(res.epsilon.toPrecision(4))} chosen for the target.` : "Done.");
     }
   } catch (e) {
     setStatus(e.message, true);

@@ -1,0 +1,92 @@
+"""deniable.text.io: records in, records out; pieces cut only after separators; batch ends that
+depend only on the text."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deniable.errors import DataError
+from deniable.text import split_words
+from deniable.text.io import RecordWriter, batch_records, first_cut, last_cut, read_records
+
+pieces = st.lists(st.sampled_from(["cat", "dog", "Éé", "x̂", "😀", "42", " ", "  ", ",", ". ", "\n", "、", "—", "\t", "a-b"]), max_size=200).map("".join)
+
+
+def _copy(path, **kw) -> str:
+    reader = read_records(path, **kw)
+    out = io.StringIO()
+    writer = RecordWriter(out, reader)
+    for rec in reader:
+        writer.write(rec, rec.text)
+    writer.close()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("max_chars", [None, 1, 7, 1000])
+def test_identity_round_trip_every_format(tmp_path, max_chars):
+    txt = tmp_path / "a.txt.gz"
+    content = "one two, three\n\nfour — five、six\r\nlast line without newline"
+    with gzip.open(txt, "wt", encoding="utf-8", newline="") as f:
+        f.write(content)
+    assert _copy(txt, max_chars=max_chars) == content
+    jl = tmp_path / "a.jsonl"
+    jl.write_text('{"a": 1e400, "text": "x, y z", "b": "\\udfff"}\n\n{"text": "\\u00e9t\\u00e9"}\n', encoding="utf-8")
+    assert [json.loads(x) for x in _copy(jl, max_chars=max_chars).splitlines() if x] == [
+        json.loads(x) for x in jl.read_text().splitlines() if x
+    ]
+    cs = tmp_path / "a.csv"
+    cs.write_text('id,text\n1,"a, b ""c"""\n2,plain\n', encoding="utf-8")
+    got = _copy(cs, max_chars=max_chars)
+    import csv
+
+    assert list(csv.reader(io.StringIO(got))) == list(csv.reader(io.StringIO(cs.read_text())))
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=pieces, size=st.integers(1, 50))
+def test_cuts_never_split_a_word(text, size):
+    """Pieces end after a separator, so tokenizing the pieces gives the words of the whole."""
+    cut = last_cut(text)
+    assert cut == 0 or not split_words(text[cut - 1])[1::2]
+    words = split_words(text)[1::2]
+    p = first_cut(text, size)
+    assert split_words(text[:p])[1::2] + split_words(text[p:])[1::2] == words
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=pieces, max_chars=st.integers(1, 64), sizes=st.lists(st.integers(1, 40), min_size=1, max_size=4))
+def test_batches_do_not_depend_on_how_the_text_was_read(tmp_path_factory, text, max_chars, sizes):
+    path = tmp_path_factory.mktemp("io") / "t.txt"
+    path.write_bytes(text.encode("utf-8"))
+    if not text:
+        return
+
+    def batches(mc):  # the text of each batch (a batch without text has no words: no mechanism call)
+        out = []
+        for batch in batch_records(iter(read_records(path, max_chars=mc)), tuple(sizes)):
+            joined = "".join(r.text for r in batch)
+            if joined:
+                out.append(joined)
+        return out
+
+    whole = batches(None)
+    assert "".join(whole) == text
+    assert batches(max_chars) == whole
+
+
+def test_reader_errors_name_file_and_line(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"ok\n" + "é".encode() * 3000 + b"\xff rest\n")
+    with pytest.raises(DataError, match=r"bad\.txt:2: invalid UTF-8 \(byte 0xff at column 6001\)"):
+        list(read_records(p, max_chars=1000))
+    p.write_bytes(b"ok\nab\xc3")  # ends inside a character
+    with pytest.raises(DataError, match=r"bad\.txt:2: invalid UTF-8 \(the file ends inside"):
+        list(read_records(p))
+    with pytest.raises(ValueError, match="format must be one of"):
+        read_records(p, format="xml")

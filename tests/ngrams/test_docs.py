@@ -14,7 +14,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "ngrams.md"
 
 CASES = [  # (release kwargs, formal_dp)
     (dict(), True),
-    (dict(tune=True), True),
+    (dict(S=0.5), True),
     (dict(mechanism="laplace"), True),
     (dict(mechanism="laplace", W=3.0), True),
     (dict(mechanism="laplace-public"), True),

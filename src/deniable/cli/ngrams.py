@@ -161,11 +161,11 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
 @click.option("-m", "--mechanism", type=click.Choice(MECHANISMS), default="bayesian", show_default=True)
 @click.option("-e", "--epsilon", type=float, callback=_positive, default=None, help="Total epsilon (required except for k-anonymity).")
 @click.option("-d", "--delta", type=float, callback=_open_unit, default=1e-6, show_default=True)
-@click.option("-S", "S", type=float, callback=_positive, default=1.0, show_default=True, help="Decay weight slope S (Equation 5).")
-@click.option("--rho", type=float, callback=_unit, default=0.5, show_default=True, help="Private/public weighting ρ.")
+@click.option("-S", "S", type=float, callback=_positive, default=None, help="Decay weight slope S (Equation 5). Default: tuned privately when neither -S nor --rho is given (formal release), else 1.")
+@click.option("--rho", type=float, callback=_unit, default=None, help="Private/public weighting rho. Default: tuned privately when neither -S nor --rho is given (formal release), else 0.5.")
 @click.option("-C", "C", type=float, callback=_positive, default=1.0, show_default=True, help="Per-user clamp C (§3.1).")
 @click.option("-k", "--max-ngrams-per-user", "max_ngrams", type=click.IntRange(min=1), default=DEFAULT_MAX_NGRAMS_PER_USER, show_default=True, help="Contribution bound enforced by the formal releases: at most this many distinct n-grams per user (a random subset).")
-@click.option("--tune", is_flag=True, help="Choose S and rho privately: formal: on a noisy validation split at no extra budget; with --local-sensitivity: Algorithm 2 (not formal).")
+@click.option("--tune/--no-tune", default=None, help="Choose S and rho privately. Formal: on a noisy validation split at no extra budget (the default when neither -S nor --rho is given); with --local-sensitivity: Algorithm 2 (not formal).")
 @click.option("--score", type=click.Choice(["mean", "expected"]), default="mean", show_default=True, help="Algorithm 2's tuning score with --local-sensitivity: the paper's (noiseless mean) or the expected score over noise draws.")
 @click.option("--local-sensitivity", "local", is_flag=True, help="Reproduce the paper's local-sensitivity calibrations (NOT formal DP; a warning line says so).")
 @click.option("--sensitivity", default=None, callback=_sensitivity, help="Formal: a number >= the derived global bound (more noise); default: the derived bound. With --local-sensitivity: 'exact' (default) or 'claim1'.")
@@ -176,7 +176,7 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
 @click.option("--format", "fmt", type=click.Choice(["tsv", "parquet"]), default=None, help="Output format (default: from the suffix; must agree with a .tsv/.parquet suffix).")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (reproducible experiments only; OpenDP's noise comes from the OS's secure generator and is never seeded).")
 @click.option("--diagnostics", "show_diagnostics", is_flag=True, help="Print data-dependent diagnostics (user count, local sensitivity, sigma) as JSON on stderr. NOT privatized: never publish them.")
-def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float, rho: float, C: float, max_ngrams: int, tune: bool, score: str, local: bool, sensitivity: str | float | None, calibration: str, W: float | str | None, K: int, sampler: str, fmt: str | None, seed: int | None, show_diagnostics: bool) -> None:
+def release(counts: str, output: str, mechanism: str, epsilon: float | None, delta: float, S: float | None, rho: float | None, C: float, max_ngrams: int, tune: bool | None, score: str, local: bool, sensitivity: str | float | None, calibration: str, W: float | str | None, K: int, sampler: str, fmt: str | None, seed: int | None, show_diagnostics: bool) -> None:
     """Release the n-gram distribution of a COUNTS bundle (user level).
 
     By default formal (epsilon, delta)-DP for any data: each user's contribution is bounded

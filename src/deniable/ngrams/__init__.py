@@ -128,14 +128,14 @@ def release(
     epsilon: float,
     delta: float,
     mechanism: str = "bayesian",
-    S: float = 1.0,
-    rho: float = 0.5,
+    S: float | None = None,
+    rho: float | None = None,
     C: float = 1,
     max_ngrams_per_user: int = DEFAULT_MAX_NGRAMS_PER_USER,
     sensitivity: str | float | None = None,
     local_sensitivity: bool = False,
     calibration: str = "analytic",
-    tune: bool = False,
+    tune: bool | None = None,
     S_grid: Sequence[float] | None = None,
     rho_grid: Sequence[float] | None = None,
     tune_fraction: float = 1.0 / 3.0,
@@ -167,7 +167,9 @@ def release(
         which are (ε, 0)-DP, and by k-anonymity, which is not DP).
     mechanism : "bayesian" (default), "laplace", "laplace-public", or "k-anonymity" (NOT
         differentially private; a comparison baseline).
-    S, rho : decay slope (Equation 5) and private weight ρ (ignored when ``tune``).
+    S, rho : decay slope (Equation 5) and private weight ρ. Giving either one fixes them (no
+        tuning unless ``tune=True``); when both are None, the formal Bayesian release tunes them
+        (see ``tune``) and the paper's modes use S = 1, ρ = 0.5.
     C, max_ngrams_per_user : the per-user bounds the formal releases enforce (count clamp C; at
         most k distinct n-grams per user). The paper's modes use C only.
     sensitivity : formal modes: None (the derived global bound) or a number >= it (more noise;
@@ -176,7 +178,8 @@ def release(
     local_sensitivity : reproduce the paper's local-sensitivity calibrations (Algorithm 1 with
         the exact or Claim 1 sensitivity, Algorithm 2, Laplace + public's local L1): NOT formal DP.
     calibration : local Bayesian modes only: "analytic" (default) or "classic" (ε < 1).
-    tune : choose (S, ρ). Formal: on a noisy validation split at no extra budget (see
+    tune : choose (S, ρ). Default (None): True for the formal Bayesian release when neither S nor
+        ρ is given, else False. Formal: on a noisy validation split at no extra budget (see
         :func:`~deniable.ngrams.formal.formal_bayesian`; grids default to
         ``formal.DEFAULT_TUNE_S_GRID`` × ``DEFAULT_TUNE_RHO_GRID``). Local: Algorithm 2
         (report-noisy-min with local scales, ε split by ``tune_fraction``, ``score``).
@@ -198,6 +201,10 @@ def release(
     """
     if not isinstance(local_sensitivity, (bool, np.bool_)):
         raise TypeError(f"local_sensitivity must be True or False, got {local_sensitivity!r}")
+    if tune is None:
+        tune = not local_sensitivity and mechanism == "bayesian" and S is None and rho is None
+    S = 1.0 if S is None else S
+    rho = 0.5 if rho is None else rho
     if local_sensitivity:
         rel = _dispatch_local(
             user_counts, public_counts, epsilon=epsilon, delta=delta, mechanism=mechanism, S=S, rho=rho, C=C,

@@ -20,8 +20,9 @@ Samplers (``sampler=``):
 * ``"auto"`` (default) — ``"opendp"`` when it is installed, else ``"numpy"``. Releases record the
   sampler actually used.
 
-Speed: see ``benchmarks/bench_ngrams_noise.py`` (OpenDP draws tens of thousands of values per
-second per core, numpy tens of millions).
+Speed (``benchmarks/bench_ngrams_noise.py``, 2 busy cores): OpenDP's discrete Gaussian draws
+8,000-17,000 values per second (50,000 entries in ~10 s, 5·10⁶ in 5-10 min), its Laplace about
+twice as many; numpy draws millions per second.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ references (public-only and private-only distributions) of Table 1.
 All of them release a distribution over the PUBLIC vocabulary (the columns), so private-only
 n-grams never appear. Formal (ε, 0)-DP under user-level add/remove adjacency holds for
 :func:`laplace_release` with a caller-given W and for :func:`laplace_public_release` with a
-caller-given W and ``sensitivity=<number>`` (2 is always a valid global bound); the paper's
+caller-given W and ``sensitivity=<number>`` >= 2 (2 is the derived global bound; a smaller number is
+rejected); the paper's
 W = |U|/1000 rule and the local L1 sensitivity of Laplace + public are NOT formal guarantees
 (``formal_dp`` False, PrivacyWarning). k-anonymity is not DP at all.
 """
@@ -165,8 +166,10 @@ def laplace_public_release(
     Δ₁ is that number.
 
     Guarantee: ε-DP (δ = 0) under user-level add/remove adjacency only with a number ``W`` and a
-    number ``sensitivity`` that bounds Δ₁ for every pair of neighbouring datasets — 2 always
-    does, since c/‖c‖₁ and α̃ are distributions (``formal_dp`` True). The default local Δ₁, or
+    number ``sensitivity`` >= 2, the global bound on Δ₁ derived from c/‖c‖₁ and α̃ being
+    distributions (a smaller number is a ValueError; ``formal_dp`` True). These functions draw
+    numpy noise; :func:`deniable.ngrams.release` uses :mod:`deniable.ngrams.formal` (bounds k and C
+    or W, OpenDP samplers when installed). The default local Δ₁, or
     ``W="paper-rule"``, reproduce the paper but are NOT formally DP (``formal_dp`` False,
     PrivacyWarning; Δ₁ and the scale are in ``diagnostics``).
     """

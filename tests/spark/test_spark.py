@@ -112,7 +112,7 @@ def test_privatize_column_validates_on_the_driver(spark, mech):
 
 
 def test_tasks_carry_a_few_hundred_bytes_not_the_embedding(spark):
-    import cloudpickle
+    from pyspark import cloudpickle
 
     from deniable.integrations.shipping import shipment_for
     from deniable.spark._udf import privatize_udf_function

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from deniable import Embedding, get_mechanism
-from deniable.backends.text import ParallelPrivatizer, privatize_parallel
+from deniable.backends.text import ParallelPrivatizer, privatize_parallel, shared_privatizer
 from deniable.errors import PrivacyWarning
 from deniable.text import privatize_texts
 
@@ -72,3 +72,11 @@ def test_small_batches_and_one_worker_run_serially(mech):
     assert pp.privatize_texts(["the cat sat"], rng=2) == privatize_texts(mech, ["the cat sat"], rng=2)
     assert not pp._procs
     pp.close()
+
+
+def test_shared_privatizer_is_reused(mech):
+    pp = shared_privatizer(mech, workers=2)
+    assert shared_privatizer(mech) is pp
+    texts = corpus(200, seed=4)
+    assert pp.privatize_texts(texts, rng=5) == privatize_texts(mech, texts, rng=5)
+    assert shared_privatizer(mech, workers=3) is not pp

@@ -16,6 +16,7 @@ and case rules: the workers run the same code).
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import warnings
@@ -30,7 +31,7 @@ from ..embeddings.embedding import Vocabulary
 from ..errors import PrivacyWarning
 from ..text.privatize import CASE_POLICIES, check_oov, privatize_texts
 
-__all__ = ["ParallelPrivatizer", "privatize_parallel", "default_workers"]
+__all__ = ["ParallelPrivatizer", "privatize_parallel", "shared_privatizer", "default_workers"]
 
 
 def default_workers() -> int:
@@ -278,3 +279,26 @@ def privatize_parallel(
     (same result as :func:`deniable.text.privatize_texts` for the same ``rng``)."""
     with ParallelPrivatizer(mechanism, workers) as pp:
         return pp.privatize_texts(texts, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
+
+
+_SHARED: dict[int, ParallelPrivatizer] = {}
+
+
+def shared_privatizer(mechanism: Any, workers: int | None = None) -> ParallelPrivatizer:
+    """A :class:`ParallelPrivatizer` for ``mechanism`` kept for the life of the process (its
+    workers start once and stop at exit): for callers that privatize batch after batch, like the
+    command line."""
+    pp = _SHARED.get(id(mechanism))
+    if pp is None or pp.mechanism is not mechanism or (workers is not None and pp.workers != workers):
+        if pp is not None:
+            pp.close()
+        pp = ParallelPrivatizer(mechanism, workers)
+        _SHARED[id(mechanism)] = pp
+    return pp
+
+
+@atexit.register
+def _close_shared() -> None:
+    for pp in _SHARED.values():
+        pp.close()
+    _SHARED.clear()

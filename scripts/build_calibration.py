@@ -55,6 +55,47 @@ def s_w_sweep(factory, cal, *, words: int, draws: int, eta: float, seed: int, sa
     return out
 
 
+def resample_quantiles(name: str, path: Path, emb, *, words: int, directions: int, seed: int) -> None:
+    """Median / 99th-percentile columns of a radial calibration from a fresh random sample of
+    ``words`` words with ``directions`` directions each (files built before the random refined
+    words were recorded as the sample); the words-changed mean keeps every word's estimate."""
+    from deniable.calibration.targets import Calibration, _radial_curves, _radial_directions
+
+    cal = Calibration.load(path, source="shipped calibration")
+    mech = deniable.get_mechanism(name, emb, epsilon=1.0, **({} if not cal.params else {k: v for k, v in cal.params.items() if k == "lam"}))
+    gen = np.random.default_rng(seed + 7)
+    ids = np.sort(gen.choice(len(emb), size=words, replace=False))
+    n_w, _ = _radial_curves(mech, ids, cal.epsilons, _radial_directions(mech, directions, gen), cal.confidence, None, "numpy")
+    mean = cal.n_w.mean(axis=0)
+    cal.columns = {"q0.5": np.median(n_w, axis=0), "q0.99": np.quantile(n_w, 0.99, axis=0), "mean": mean}
+    cal.meta["quantiles_from"] = f"{words} random words, {directions} directions (seed {seed + 7}); mean over all words"
+    cal.save(path, compact=True)
+    print(f"{path}: quantile columns from {words} random words", flush=True)
+
+
+def refine_shipped(name: str, path: Path, emb, *, directions: int, seed: int) -> None:
+    """Refine the screened-only words that are among the 3 highest at some grid ε (files built
+    before the compute step did this itself)."""
+    from deniable.calibration.targets import Calibration, _radial_directions, refine_worst
+
+    cal = Calibration.load(path, source="shipped calibration")
+    mech = deniable.get_mechanism(name, emb, epsilon=1.0, **{k: v for k, v in cal.params.items() if k == "lam"})
+    gen = np.random.default_rng(seed + 11)
+    ref = np.asarray(cal.meta.get("refined_ids", []), dtype=np.int64)
+    n_w, up = cal.n_w.copy(), cal.n_w_upper.copy()
+    if cal.exact_worst is not None:  # the exact worst values (the arrays hold them rounded up)
+        w_up, w_idx = cal.exact_worst
+        up[w_idx, np.arange(up.shape[1])] = w_up
+    new_ref = refine_worst(mech, cal.epsilons, n_w, up, ref, _radial_directions(mech, directions, gen), cal.confidence)
+    cal.n_w, cal.n_w_upper, cal.exact_worst = n_w, np.maximum(up, n_w), None
+    cal.meta["refined_ids"] = new_ref.tolist()
+    cal.meta["refined"] = int(new_ref.size)
+    cal.coverage = cal.coverage.replace("; the other words", ", and the top 3 at every grid epsilon; the other words")
+    cal.coverage = cal.coverage.replace(f"({ref.size} refined", f"({new_ref.size} refined")
+    cal.save(path, compact=True)
+    print(f"{path}: refined {new_ref.size - ref.size} more words", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mechanisms", default="tem,madlib,mahalanobis,brr")
@@ -74,6 +115,8 @@ def main() -> None:
     ap.add_argument("--study-directions", type=int, default=64)
     ap.add_argument("--study-out", default=str(ROOT / "build" / "calibration"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--refine-worst", default="", help="comma-separated shipped radial calibrations to refine at their worst words")
+    ap.add_argument("--resample", default="", help="comma-separated shipped radial calibrations whose median/p99 columns to recompute")
     args = ap.parse_args()
 
     emb = deniable.load_embedding()
@@ -92,6 +135,10 @@ def main() -> None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         np.save(cached, iso)
 
+    for name in [m for m in args.refine_worst.split(",") if m]:
+        refine_shipped(name, out / f"{name}.npz", emb, directions=args.directions, seed=args.seed)
+    for name in [m for m in args.resample.split(",") if m]:
+        resample_quantiles(name, out / f"{name}.npz", emb, words=args.sample, directions=64, seed=args.seed)
     jobs = []
     for name in [m for m in args.mechanisms.split(",") if m and m != "none"]:
         jobs.append((name, {}, out / f"{name}.npz"))

@@ -877,14 +877,18 @@ def _radial_screened(probe: Any, eps: np.ndarray, V: int, directions: int, scree
     up = n_s.copy()
     n_w[ref] = n_r
     up[ref] = up_r
+    ref = refine_worst(probe, eps, n_w, up, ref, U, confidence, backend=backend, progress=progress, name=name)
     coverage = (
         f"all {V} words ({ref.size} refined with {directions} directions and {confidence:.0%} upper bounds: the {top.size} "
-        f"highest after screening, the {iso.size} most isolated, {rand.size} random{f', {more.size} given' if more.size else ''}; "
-        f"the other words by their {screen}-direction screening estimate)"
+        f"highest after screening, the {iso.size} most isolated, {rand.size} random{f', {more.size} given' if more.size else ''}, "
+        f"and the top {_PER_EPS} at every grid epsilon; the other words by their {screen}-direction screening estimate)"
     )
     meta = {"directions": directions, "screen_directions": screen, "refined": int(ref.size), "refined_top": int(top.size),
             "refined_ids": ref.tolist()}
-    return n_w, up, np.ones(V, bool), coverage, meta
+    # medians and quantiles come from the random refined words (the screening estimates of a
+    # few directions are too coarse for them); the words-changed mean uses every word
+    sample_mask = np.isin(all_ids, rand) if rand.size else np.ones(V, bool)
+    return n_w, up, sample_mask, coverage, meta
 
 
 _KNOWN: dict[tuple[str, str], list[Calibration]] = {}
@@ -918,3 +922,30 @@ def known_calibration(mechanism: Any, *, cache_dir: str | os.PathLike[str] | Non
         if all(params.get(k) == v for k, v in cal.params.items()):
             return cal
     return None
+
+
+_PER_EPS = 3
+
+
+def refine_worst(mech: Any, eps: np.ndarray, n_w: np.ndarray, up: np.ndarray, refined: np.ndarray, directions: np.ndarray,
+                 confidence: float, *, rounds: int = 6, per_eps: int = _PER_EPS, backend: str = "numpy",
+                 progress: bool | None = False, name: str = "") -> np.ndarray:
+    """Refine (in place, radial with ``directions``) every screened-only word that is among the
+    ``per_eps`` highest upper bounds at some grid ε, until the top words at every ε are refined
+    (at most ``rounds`` rounds). So the worst word at each ε, which decides a target, always has a
+    proper upper bound rather than a coarse screening estimate. Returns the refined ids."""
+    refined = np.unique(np.asarray(refined, dtype=np.int64))
+    k = min(per_eps, up.shape[0])
+    for _ in range(rounds):
+        top = np.unique(np.argpartition(-up, k - 1, axis=0)[:k].ravel())
+        todo = np.setdiff1d(top, refined)
+        if todo.size == 0:
+            break
+        bar = _bar(todo.size, progress, f"calibrate {name} (worst words)")
+        try:
+            a, b = _radial_curves(mech, todo, eps, directions, confidence, bar.update, backend)
+        finally:
+            bar.close()
+        n_w[todo], up[todo] = a, b
+        refined = np.union1d(refined, todo)
+    return refined

@@ -182,3 +182,20 @@ def test_progress_only_on_a_terminal_unless_forced(emb_path, flag, drawn):
     res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, "--seed", "0", *([flag] if flag else [])])
     assert res.exit_code == 0, res.output
     assert ("calibrate:" in res.stderr) is drawn
+
+
+def test_max_nw_prints_the_chosen_epsilon_and_table(emb_path, tmp_path):
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--max-nw", "0.5", "--json", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(out.read_text())
+    eps = rec["choice"]["epsilon"]
+    assert f"epsilon = {eps:.6g}" in r.output and "chosen for max_n_w=0.5" in r.output
+    assert [row["max_n_w"] for row in rec["table"]] == [0.9, 0.5, 0.1]
+    import deniable
+
+    m = deniable.TEM(deniable.load_embedding(emb_path), epsilon=eps)
+    assert max(m.probabilities(i)[i] for i in range(60)) <= 0.5
+    for bad in ("0", "1", "nan"):
+        r = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--max-nw", bad])
+        assert r.exit_code == 2 and "strictly between 0 and 1" in r.output

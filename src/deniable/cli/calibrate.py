@@ -114,6 +114,7 @@ def _friendly(message: str, *, n_words_asked: int | None) -> str:
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write a self-contained HTML report here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write every number and the parameters as JSON here ('-' for stdout).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--max-nw", "max_nw", type=float, default=None, metavar="P", help="Instead of a sweep: the largest epsilon at which every word has N_w <= P (0 < P < 1), with the per-mechanism table; from the shipped or a cached calibration, else computed once and cached.")
 def calibrate(
     mechanism: str,
     epsilons_text: str,
@@ -131,6 +132,7 @@ def calibrate(
     report_path: str | None,
     json_path: str | None,
     show_progress: bool | None,
+    max_nw: float | None = None,
 ) -> None:
     """Measure plausible-deniability statistics N_w and S_w of a mechanism at several ε.
 
@@ -156,6 +158,9 @@ def calibrate(
         )
     _check_output_path(json_path, "--json", dash=True)
     _check_output_path(report_path, "--report", dash=False)
+    if max_nw is not None:
+        _target(mechanism, max_nw, kw, embedding, limit, json_path, show_progress)
+        return
     examples = [w.strip() for w in examples_text.split(",") if w.strip()] if examples_text else None
     words: Any = list(word_list) if word_list else n_words
     emb = load_embedding(embedding, limit=limit)
@@ -199,3 +204,44 @@ def calibrate(
     if report_path is not None:
         write_html(data, report_path)
         click.echo(f"report: {report_path}", err=True)
+
+
+def _target(mechanism: str, max_nw: float, kw: dict[str, Any], embedding: str | None, limit: int | None, json_path: str | None,
+            show_progress: bool | None) -> None:
+    """``calibrate --max-nw P``: the chosen ε, how it was chosen, and the 0.9 / 0.5 / 0.1 table."""
+    import math
+
+    from ..calibration.targets import choose_epsilon
+    from ..embeddings import load_embedding
+    from ..mechanisms.registry import get_mechanism
+    from ._io import atomic_output
+
+    if not (0.0 < max_nw < 1.0) or math.isnan(max_nw):
+        raise click.BadParameter(f"must be strictly between 0 and 1 (a probability; e.g. 0.5), got {max_nw:g}", param_hint="--max-nw")
+    emb = load_embedding(embedding, limit=limit)
+
+    def factory(e: float) -> Any:
+        return get_mechanism(mechanism, emb, epsilon=e, **kw)
+
+    try:
+        choice, cal = choose_epsilon(factory, max_nw, progress=show_progress)
+    except (TypeError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+    to_err = json_path == "-"
+    click.echo(f"{mechanism}: epsilon = {choice.epsilon:.6g}", err=to_err)
+    click.echo(f"epsilon {choice}", err=to_err)
+    click.echo(f"{'max N_w':>8} {'epsilon':>9} {'median N_w':>11} {'worst N_w':>10} {'changed':>8}  worst word", err=to_err)
+    rows = cal.table(sorted({0.9, 0.5, 0.1, max_nw}, reverse=True))
+    for r in rows:
+        if r.get("epsilon") is None:
+            click.echo(f"{r['max_n_w']:>8g} {'none':>9}", err=to_err)
+            continue
+        click.echo(
+            f"{r['max_n_w']:>8g} {r['epsilon']:>9.4g} {r['median_n_w']:>11.3g} {r['worst_n_w_upper']:>10.3f} {r['changed']:>8.1%}  {r['worst_word']}",
+            err=to_err,
+        )
+    if json_path is not None:
+        with atomic_output(json_path) as f:
+            json.dump({"mechanism": mechanism, "params": cal.params, "fingerprint": cal.fingerprint, "choice": choice.to_dict(),
+                       "table": rows, "estimator": cal.estimator, "coverage": cal.coverage}, f, indent=1, allow_nan=False)
+            f.write("\n")

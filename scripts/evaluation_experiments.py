@@ -304,8 +304,10 @@ def similarity(args) -> None:
             if d not in originals:
                 originals[d] = _data(args, d)[2]
             n = min(len(r["sample"]), args.similarity_n)
+            if (d, n) not in originals:
+                originals[(d, n)] = model.encode(originals[d][:n], batch_size=32, convert_to_numpy=True, normalize_embeddings=True)
             t = time.time()
-            res = semantic_similarity(originals[d][:n], r["sample"][:n], model=model, batch_size=32)
+            res = semantic_similarity(originals[d][:n], r["sample"][:n], model=model, batch_size=32, original_embeddings=originals[(d, n)])
             f.write(json.dumps({"dataset": d, "mechanism": r["mechanism"], "level": r["level"], "epsilon": r["epsilon"], "seed": r["seed"],
                                 "similarity": res.mean, "similarity_ci": res.ci, "n": res.n, "seconds": time.time() - t}) + "\n")
             f.flush()
@@ -324,14 +326,23 @@ def _ci95(values) -> str:
     return f"{v.mean():.1f} ± {half:.1f}"
 
 
-def summarize(out_dir: Path, plots: bool = True) -> str:
-    recs = [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines() if line.strip()]
-    recs = [r for r in recs if "error" not in r]
+def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
+    """Markdown tables (mean ± 95 % t-half-width over seeds) of one or more result folders;
+    a unit present in several folders counts once."""
+    dirs = [Path(d) for d in (out_dirs if isinstance(out_dirs, list) else [out_dirs])]
+    recs, seen = [], set()
     sims: dict = defaultdict(list)
-    if (out_dir / "similarity.jsonl").exists():
-        for line in (out_dir / "similarity.jsonl").read_text().splitlines():
-            s = json.loads(line)
-            sims[(s["dataset"], s["mechanism"], float(s["level"]))].append(s["similarity"])
+    for out_dir in dirs:
+        for line in (out_dir / "results.jsonl").read_text().splitlines():
+            r = json.loads(line) if line.strip() else {"error": "blank"}
+            if "error" not in r and _key(r) not in seen:
+                seen.add(_key(r))
+                recs.append(r)
+        if (out_dir / "similarity.jsonl").exists():
+            for line in (out_dir / "similarity.jsonl").read_text().splitlines():
+                s = json.loads(line)
+                sims[(s["dataset"], s["mechanism"], float(s["level"]))].append(s["similarity"])
+    out_dir = dirs[0]
     groups: dict = defaultdict(list)
     for r in recs:
         groups[(r["dataset"], r["mechanism"], float(r["level"]))].append(r)
@@ -347,20 +358,22 @@ def summarize(out_dir: Path, plots: bool = True) -> str:
                 lines.append(f"| {k[2]:g} | {k[1]} | {rs[0]['epsilon'] or 0:.4g} | {len(rs)} | {_ci95([100 * r['authorship']['top1'] for r in rs])} | "
                              f"{_ci95([100 * r['authorship']['top10'] for r in rs])} |")
         else:
+            has_audit = any("mia_audit" in r for k in keys for r in groups[k])
             lines += ["| level (Madlib ε) | mechanism | ε | seeds | words changed % | acc. clean test % | acc. privatized test % | "
-                      "inversion top-1 % | top-5 % | rare top-1 % | MIA AUC % | MIA AUC audit model % | similarity |",
-                      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                      "inversion top-1 % | top-5 % | rare top-1 % | MIA AUC % |" + (" MIA AUC audit model % |" if has_audit else "") + " similarity % |",
+                      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if has_audit else "") + "---:|"]
             for k in keys:
                 rs = groups[k]
                 inv = [r.get("inversion") for r in rs]
                 get = lambda name: [100 * i[name] for i in inv if i] if any(inv) else []  # noqa: E731
                 mia = _ci95([r["mia"]["auc"] * 100 for r in rs])
                 audit = _ci95([r["mia_audit"]["auc"] * 100 for r in rs if "mia_audit" in r])
+                audit_cell = f" {audit} |" if has_audit else ""
                 sim = sims.get(k, [])
                 lines.append(
                     f"| {k[2]:g} | {k[1]} | {rs[0]['epsilon'] or 0:.4g} | {len(rs)} | {_ci95([100 * r['changed_train'] for r in rs])} | "
                     f"{_ci95([100 * r['acc_clean'] for r in rs])} | {_ci95([100 * r['acc_priv'] for r in rs])} | {_ci95(get('top1'))} | "
-                    f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} | {audit} | {_ci95([100 * s for s in sim]) if sim else '—'} |"
+                    f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} |{audit_cell} {_ci95([100 * s for s in sim]) if sim else '—'} |"
                 )
         lines.append("")
     if plots:
@@ -426,13 +439,13 @@ def main(argv=None) -> None:
     p.add_argument("--similarity", action="store_true", help="compute sentence similarity of the stored samples")
     p.add_argument("--similarity-n", type=int, default=500)
     p.add_argument("--similarity-model", default=None)
-    p.add_argument("--summarize", metavar="DIR")
+    p.add_argument("--summarize", metavar="DIR[,DIR...]")
     args = p.parse_args(argv)
     sys.path.insert(0, str(HERE))
     if args.compute_ratios:
         compute_ratios(Path(args.compute_ratios))
     elif args.summarize:
-        print(summarize(Path(args.summarize)))
+        print(summarize([Path(d) for d in args.summarize.split(",")]))
     elif args.similarity:
         similarity(args)
     else:

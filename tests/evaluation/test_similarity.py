@@ -44,3 +44,17 @@ def test_minilm_similarity_orders_paraphrase_above_unrelated():
     assert res.per_text[0] > 0.8 > res.per_text[1]
     same = semantic_similarity(orig, orig)
     assert same.mean == pytest.approx(1.0, abs=1e-5)
+
+
+def test_precomputed_original_embeddings():
+    class Fake:
+        calls = 0
+
+        def encode(self, texts, **kw):
+            Fake.calls += 1
+            return np.array([[1.0, 0.0] if "a" in t else [0.0, 1.0] for t in texts])
+
+    res = semantic_similarity(["a", "b"], ["a", "a"], model=Fake(), original_embeddings=np.array([[1.0, 0.0], [0.0, 1.0]]))
+    assert Fake.calls == 1 and res.mean == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="one row per original"):
+        semantic_similarity(["a", "b"], ["a", "a"], model=Fake(), original_embeddings=np.ones((3, 2)))

@@ -93,6 +93,7 @@ def semantic_similarity(
     device: str | None = None,
     confidence: float = 0.95,
     keep_per_text: bool = False,
+    original_embeddings: Any = None,
 ) -> SimilarityResult:
     """Mean cosine similarity between the sentence embeddings of texts and their privatized versions.
 
@@ -110,6 +111,10 @@ def semantic_similarity(
         Level of the t-interval of the mean.
     keep_per_text
         Also return each text's cosine.
+    original_embeddings
+        The originals' unit-normalized embeddings from an earlier call with the same model
+        (``model.encode(originals, normalize_embeddings=True)``), to encode them only once when
+        comparing several privatizations of the same texts.
 
     Returns
     -------
@@ -123,7 +128,12 @@ def semantic_similarity(
         raise ValueError("no texts")
     batch_size = check_int("batch_size", batch_size, minimum=1)
     m = load_sentence_model(model, device=device)
-    ea = np.asarray(m.encode(a, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True), dtype=np.float64)
+    if original_embeddings is not None:
+        ea = np.asarray(original_embeddings, dtype=np.float64)
+        if ea.ndim != 2 or ea.shape[0] != len(a):
+            raise ValueError(f"original_embeddings must have one row per original text ({len(a)}), got shape {ea.shape}")
+    else:
+        ea = np.asarray(m.encode(a, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True), dtype=np.float64)
     eb = np.asarray(m.encode(b, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True), dtype=np.float64)
     cos = np.einsum("ij,ij->i", ea, eb)
     mean, ci = mean_interval(cos, confidence)

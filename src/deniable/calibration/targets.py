@@ -356,11 +356,21 @@ def calibration_key(factory: Callable[[float], Any]) -> tuple[str, dict[str, Any
 
     Parameters derived from ε (TEM's γ from β) differ between two probes and are left out, so a
     calibration is keyed by what the user chose, not by a value ε sets."""
+    from ..mechanisms.brr import BRR
+    from ..mechanisms.madlib import Madlib
+    from ..mechanisms.mahalanobis import Mahalanobis
+    from ..mechanisms.tem import TEM
     from .plausible import mechanism_params
 
-    a, b = factory(1.0), factory(2.0)
-    pa, pb = mechanism_params(a), mechanism_params(b)
-    params = {k: v for k, v in pa.items() if pb.get(k) == v}
+    a = factory(1.0)
+    pa = mechanism_params(a)
+    if type(a) in (Madlib, Mahalanobis, BRR):  # no parameter depends on ε: skip a second build
+        params = pa
+    elif type(a) is TEM:
+        params = {k: v for k, v in pa.items() if k != "gamma" or a._gamma_given}
+    else:
+        pb = mechanism_params(factory(2.0))
+        params = {k: v for k, v in pa.items() if pb.get(k) == v}
     return str(getattr(a, "name", type(a).__name__)), params, str(getattr(a.vocabulary, "fingerprint", "?"))
 
 

@@ -74,7 +74,12 @@ def peak_reset(device: str) -> None:
 
 
 def peak_gib(device: str) -> float:
-    return torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else float("nan")
+    """Peak device memory since the last reset (CUDA); on the CPU the process's peak RSS."""
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**30
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def gemm_flops(m: int, k: int, n: int, dtype, device: str, precision: str = "highest") -> float:
@@ -167,7 +172,7 @@ def main() -> None:
     }
     bound = flops["fp32"] / (2.0 * V * d)
     bound_brr = flops["fp16_brr"] / (2.0 * V * 256)
-    print(f"GEMM TFLOP/s: " + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in flops.items()))
+    print("GEMM GFLOP/s: " + ", ".join(f"{k} {v / 1e9:,.1f}" for k, v in flops.items()))
     print(f"bounds: Madlib (fp32) {bound:,.0f} words/s; BRR (fp16, 256 bits) {bound_brr:,.0f} words/s")
 
     # -- ids from real text ---------------------------------------------------------------------

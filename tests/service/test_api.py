@@ -280,3 +280,19 @@ def test_every_epsilon_shares_the_search_index(vocab):
         a, b = pool.get(name, {}, epsilon=1.0), pool.get(name, {}, epsilon=2.0)
         assert a is not b and a.index is b.index
     assert pool.get("madlib", {}, epsilon=1.0).index is pool.get("mahalanobis", {}, epsilon=1.0).index
+
+
+def test_shipped_calibration_drives_targets_and_curves_on_the_bundled_embedding():
+    from deniable.service.curves import CurveCache
+
+    pool = MechanismPool(mechanisms=("tem", "madlib"))
+    cal = pool.shipped_calibration("tem")
+    if cal is None:
+        pytest.skip("this installation ships no TEM calibration")
+    assert pool.targets_ready("tem") == supports_targets()
+    assert pool.shipped_calibration("tem", {"beta": 0.5}) is None  # other parameters: not this calibration
+    curve = CurveCache(pool).get("tem")
+    assert curve["source"].startswith("shipped calibration")
+    assert len(curve["epsilons"]) == len(curve["median"]) == len(curve["worst"]) >= 5
+    assert all(m <= w + 1e-12 for m, w in zip(curve["median"], curve["worst"]))
+    assert pool.builds == 0  # answered from package data, no mechanism built

@@ -12,7 +12,6 @@ The response says which (``source``).
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,24 +30,12 @@ DEFAULT_GRID = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 
 
 def _shipped(pool: Any, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    """The curve of the calibration data shipped with deniable for this mechanism, its default
-    parameters and this vocabulary (``deniable.calibration.targets``), or None when this
-    installation has none."""
-    try:
-        from ..calibration import targets
-    except ImportError:
+    """The curve of the calibration shipped with deniable for this mechanism, these parameters
+    and this vocabulary (``MechanismPool.shipped_calibration``), or None."""
+    cal = pool.shipped_calibration(name, params)
+    if cal is None:
         return None
-    data_dir = getattr(targets, "_DATA", None)
-    if data_dir is not None and not (Path(data_dir) / f"{name}.npz").is_file():
-        return None  # nothing shipped for this mechanism: skip building a probe mechanism
     try:
-        from ..mechanisms.registry import get_mechanism
-
-        vocab = pool.vocabulary_for(name)
-        key = targets.calibration_key(lambda eps: get_mechanism(name, vocab, epsilon=eps, **params))
-        cal = targets.shipped_calibration(*key)
-        if cal is None:
-            return None
         eps = np.asarray(cal.epsilons, dtype=np.float64)
         median = np.asarray(cal.quantile(0.5), dtype=np.float64)
         n_w = np.asarray(cal.n_w, dtype=np.float64)
@@ -69,8 +56,8 @@ def _shipped(pool: Any, name: str, params: dict[str, Any]) -> dict[str, Any] | N
             "worst_word": [words[int(i)] for i in worst_i[lo:hi]],
             "source": f"{cal.source}: {cal.estimator} estimator, {cal.coverage}",
         }
-    except (AttributeError, TypeError, ValueError, KeyError, IndexError, OSError):
-        return None  # an older or newer calibration API: fall back to the quick estimate
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+        return None  # another calibration API: fall back to the quick estimate
 
 
 def estimate_curve(pool: Any, name: str, params: dict[str, Any], *, words: int = 12, draws: int = 48, rng: int = 0) -> dict[str, Any]:

@@ -101,7 +101,7 @@ class MechanismPool:
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
         self._indexes: dict[str, Any] = {}
         self.compute_targets = bool(compute_targets)
-        self._targets_ready: set[tuple] = set()
+        self._shipped: dict[str, Any] = {}
         self._building: dict[tuple, threading.Event] = {}
         self.builds = 0  # how many mechanisms were constructed (tests check sharing)
 
@@ -150,34 +150,41 @@ class MechanismPool:
         return index
 
     # -- mechanisms ---------------------------------------------------------------------------
-    def targets_ready(self, name: str, params: dict[str, Any] | None = None) -> bool:
-        """Whether a ``max_n_w`` request for ``name`` can be answered without computing a
-        calibration now (or computing is allowed): a calibration shipped for this vocabulary
-        and these parameters exists (``deniable.calibration.targets``)."""
+    def shipped_calibration(self, name: str, params: dict[str, Any] | None = None) -> Any:
+        """The calibration shipped with deniable for ``name`` on this pool's vocabulary with
+        these parameters (:class:`deniable.calibration.targets.Calibration`), or None. Read once
+        per mechanism from package data and matched by vocabulary fingerprint and parameters,
+        without building any mechanism."""
         params = dict(params or {})
+        with self._vocab_lock:
+            cached = name in self._shipped
+            cal = self._shipped.get(name)
+        if not cached:
+            cal = None
+            try:
+                from ..calibration import targets
+
+                path = Path(targets._DATA) / f"{name}.npz"
+                if path.is_file():
+                    cal = targets.Calibration.load(path, source="shipped calibration")
+                    if cal.fingerprint != str(getattr(self.vocabulary_for(name), "fingerprint", "")):
+                        cal = None  # calibrated on another vocabulary
+            except (ImportError, AttributeError, TypeError, ValueError, KeyError, OSError, PoolError):
+                cal = None
+            with self._vocab_lock:
+                self._shipped[name] = cal
+        if cal is None or any(cal.params.get(k) != v for k, v in params.items()):
+            return None
+        return cal
+
+    def targets_ready(self, name: str, params: dict[str, Any] | None = None) -> bool:
+        """Whether a ``max_n_w`` request for ``name`` can be answered from shipped calibration
+        data (no minutes of computation), or computing is allowed (``compute_targets``)."""
         if name not in self.names or not supports_targets():
             return False
         if self.compute_targets:
             return True
-        key = (name, _freeze(params))
-        if key in self._targets_ready:
-            return True
-        try:
-            from ..calibration import targets
-            from ..mechanisms.registry import get_mechanism
-
-            data_dir = getattr(targets, "_DATA", None)
-            if data_dir is None or not (Path(data_dir) / f"{name}.npz").is_file():
-                return False
-            vocab = self.vocabulary_for(name)
-            # the key of a plain get_mechanism build (the calibration is keyed by its parameters)
-            cal_key = targets.calibration_key(lambda e: get_mechanism(name, vocab, epsilon=e, **params))
-            ready = targets.shipped_calibration(*cal_key) is not None
-        except (ImportError, AttributeError, TypeError, ValueError, KeyError, OSError, PoolError):
-            return False
-        if ready:
-            self._targets_ready.add(key)
-        return ready
+        return self.shipped_calibration(name, params) is not None
 
     def check(self, name: str, params: dict[str, Any]) -> None:
         """Raise :class:`PoolError` for an unknown mechanism or a parameter callers may not set."""

@@ -81,10 +81,14 @@ def targets_page(cals: dict[str, Calibration]) -> str:
                 f"{row['worst_n_w_upper']:.3f} ({row['worst_word']}) | {row['changed']:.1%} |"
             )
     lines += ["", "## How each calibration was measured", "",
-              "| mechanism | estimator | coverage | build time (2 shared cores) |", "|---|---|---|---|"]
+              "| mechanism | estimator | coverage | build time |", "|---|---|---|---|"]
     for name, cal in cals.items():
         lines.append(f"| {name} | {cal.estimator} | {cal.coverage} | {cal.meta.get('build_seconds', '?')} s |")
     lines += [
+        "",
+        "Build times are wall-clock seconds on the project's 2-core machine while it was shared with",
+        "other jobs (load average about 20), so they are upper bounds; `benchmarks/bench_targets.py`",
+        "measures resolution and computation against a reference taken in the same run.",
         "",
         "* **kernel** (TEM): exact closed form N_w = 1/Σ_y exp(−(ε/2)·min(d(w, y), γ)) from each word's",
         "  distance histogram, distances rounded up to the bin edge, so N_w is never under-stated.",

@@ -296,3 +296,10 @@ def test_shipped_calibration_drives_targets_and_curves_on_the_bundled_embedding(
     assert len(curve["epsilons"]) == len(curve["median"]) == len(curve["worst"]) >= 5
     assert all(m <= w + 1e-12 for m, w in zip(curve["median"], curve["worst"]))
     assert pool.builds == 0  # answered from package data, no mechanism built
+
+
+def test_config_is_validated():
+    for bad in ({"max_texts": 0}, {"max_concurrent": 0}, {"min_epsilon": 0.0}, {"min_epsilon": 2.0, "max_epsilon": 1.0}, {"api_key": "short"}, {"mechanisms": ()}):
+        with pytest.raises(ValueError):
+            ServiceConfig(**bad)
+    assert ServiceConfig().max_concurrent >= 2

@@ -34,13 +34,14 @@ def _is_loopback(host: str) -> bool:
 @click.option("--max-total-chars", type=click.IntRange(min=1), default=ServiceConfig.max_total_chars, show_default=True, help="Most characters per request.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=ServiceConfig.max_body_bytes, show_default=True, help="Largest request body (413 above).")
 @click.option("--max-cached", type=click.IntRange(min=1), default=ServiceConfig.max_cached, show_default=True, help="Mechanism instances (mechanism, parameters, epsilon) kept built.")
+@click.option("--max-concurrent", type=click.IntRange(min=1), default=None, help="Privatizations running at once; others wait (default: the number of CPUs, at least 2).")
 @click.option("--compute-targets", is_flag=True, help="Resolve max_n_w targets also without shipped calibration data (the first request computes it: minutes; then cached).")
 @click.option("--secure", is_flag=True, help="Unseeded requests draw noise from ChaCha20 keyed from the OS (needs the secure extra).")
 @click.option("--no-seeds", is_flag=True, help="Refuse the seed field (seeded output is predictable).")
 @click.option("--no-page", is_flag=True, help="Do not serve the ε explorer page at /.")
 @click.option("--preload/--no-preload", default=True, show_default=True, help="Load the embedding before accepting requests.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info", show_default=True)
-def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, max_text_chars, max_total_chars, max_body_bytes, max_cached, compute_targets, secure, no_seeds, no_page, preload, log_level) -> None:
+def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, max_text_chars, max_total_chars, max_body_bytes, max_cached, max_concurrent, compute_targets, secure, no_seeds, no_page, preload, log_level) -> None:
     """Serve privatization over HTTP: POST /v1/privatize, GET /v1/mechanisms, /healthz, the
     OpenAPI spec at /openapi.json (docs at /docs) and the ε explorer page at /.
 
@@ -72,6 +73,7 @@ def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, 
         max_cached=max_cached,
         compute_targets=compute_targets,
         secure=secure,
+        **({"max_concurrent": max_concurrent} if max_concurrent is not None else {}),
         allow_seed=not no_seeds,
         page=not no_page,
     )

@@ -137,6 +137,7 @@ def create_app(
     from .curves import CurveCache
 
     curves = CurveCache(pool)
+    work_slots = threading.BoundedSemaphore(cfg.max_concurrent)
     targets = supports_targets()
     MechanismName = Literal[names]  # type: ignore[valid-type]
 
@@ -361,7 +362,8 @@ def create_app(
         params = req.params.given()
         mech = pool.get(req.mechanism, params, epsilon=req.epsilon, max_n_w=req.max_n_w)
         rng: Any = req.seed if req.seed is not None else ("secure" if cfg.secure else None)
-        res = privatize_detailed(mech, req.texts, rng=rng, oov=req.oov, case=req.case, segments=req.details)
+        with work_slots:
+            res = privatize_detailed(mech, req.texts, rng=rng, oov=req.oov, case=req.case, segments=req.details)
         g = mech.guarantee
         words = res["words"]
         out: dict[str, Any] = {

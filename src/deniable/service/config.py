@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 __all__ = ["ServiceConfig", "API_KEY_ENV", "SERVICE_PARAMS"]
@@ -54,6 +55,10 @@ class ServiceConfig:
         Accept the ``seed`` field (reproducible, therefore predictable output).
     page
         Serve the ε explorer page at ``/`` and its static files under ``/static``.
+    max_concurrent
+        Privatizations running at once (default: the number of CPUs, at least 2); further
+        requests wait their turn. Bounds memory (each search holds up to 64 MiB of scores) and
+        keeps the cores from thrashing.
     compute_targets
         Resolve privacy targets (``max_n_w``) also where no calibration is shipped, computing it
         on first use (minutes on a large vocabulary; then cached on disk).
@@ -72,10 +77,11 @@ class ServiceConfig:
     allow_seed: bool = True
     page: bool = True
     compute_targets: bool = False
+    max_concurrent: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_texts", "max_text_chars", "max_total_chars", "max_cached"):
+        for name in ("max_body_bytes", "max_texts", "max_text_chars", "max_total_chars", "max_cached", "max_concurrent"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")

@@ -360,8 +360,8 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
         else:
             has_audit = any("mia_audit" in r for k in keys for r in groups[k])
             lines += ["| level (Madlib ε) | mechanism | ε | seeds | words changed % | acc. clean test % | acc. privatized test % | "
-                      "inversion top-1 % | top-5 % | rare top-1 % | MIA AUC % |" + (" MIA AUC audit model % |" if has_audit else "") + " similarity % |",
-                      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if has_audit else "") + "---:|"]
+                      "read as is % | inversion top-1 % | top-5 % | rare top-1 % | MIA AUC % |" + (" MIA AUC audit model % |" if has_audit else "") + " similarity % |",
+                      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if has_audit else "") + "---:|"]
             for k in keys:
                 rs = groups[k]
                 inv = [r.get("inversion") for r in rs]
@@ -372,7 +372,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
                 sim = sims.get(k, [])
                 lines.append(
                     f"| {k[2]:g} | {k[1]} | {rs[0]['epsilon'] or 0:.4g} | {len(rs)} | {_ci95([100 * r['changed_train'] for r in rs])} | "
-                    f"{_ci95([100 * r['acc_clean'] for r in rs])} | {_ci95([100 * r['acc_priv'] for r in rs])} | {_ci95(get('top1'))} | "
+                    f"{_ci95([100 * r['acc_clean'] for r in rs])} | {_ci95([100 * r['acc_priv'] for r in rs])} | {_ci95(get('unchanged'))} | {_ci95(get('top1'))} | "
                     f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} |{audit_cell} {_ci95([100 * s for s in sim]) if sim else '—'} |"
                 )
         lines.append("")

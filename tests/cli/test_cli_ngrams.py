@@ -383,7 +383,7 @@ def _bundle_from(path, dense):
 
 @pytest.mark.parametrize(
     "args,norm",
-    [([], 2), (["--tune"], 2), (["-C", "3", "-k", "7"], 2), (["-m", "laplace"], 1), (["-m", "laplace", "-W", "4"], 1), (["-m", "laplace-public"], 1)],
+    [([], 2), (["-S", "0.5", "--rho", "0.7"], 2), (["-C", "3", "-k", "7"], 2), (["-m", "laplace"], 1), (["-m", "laplace", "-W", "4"], 1), (["-m", "laplace-public"], 1)],
 )
 @pytest.mark.parametrize("adversary", ["every", "huge-unique"])
 def test_cli_formal_modes_respect_the_derived_sensitivity(tmp_path, monkeypatch, args, norm, adversary):

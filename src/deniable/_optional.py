@@ -14,6 +14,14 @@ _EXTRAS = {
     "pyarrow": "parquet",
     "torch": "torch",
     "randomgen": "secure",
+    "opendp": "opendp",
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "pyspark": "spark",
+    "pandas": "pandas",
+    "sklearn": "sklearn",
+    "datasets": "datasets",
+    "sentence_transformers": "eval",
 }
 
 

@@ -633,8 +633,23 @@ class TorchTEM(_TorchMixin, TEM):
     Parameters: those of TEM plus ``device``.
     """
 
-    def __init__(self, embedding: Any, *, epsilon: float, device: Any = "cuda", **params: Any) -> None:
-        super().__init__(embedding, epsilon=epsilon, **params)
+    def __init__(
+        self,
+        embedding: Any,
+        *,
+        epsilon: float,
+        device: Any = "cuda",
+        beta: float = 0.001,
+        gamma: float | None = None,
+        metric: Any = "euclidean",
+        k: int = 128,
+        neighbors: str = "knn",
+        cache_dir: Any = None,
+        memory_bytes: int = 64 << 20,
+    ) -> None:
+        super().__init__(
+            embedding, epsilon=epsilon, beta=beta, gamma=gamma, metric=metric, k=k, neighbors=neighbors, cache_dir=cache_dir, memory_bytes=memory_bytes
+        )
         self.device = resolve_device(device)
         self._dev: dict[str, Any] | None = None
 

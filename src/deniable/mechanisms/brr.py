@@ -137,7 +137,7 @@ class BRR(Mechanism):
         2^n_bits · V ≤ 2^24 (the enumeration table), e.g. V ≤ 256 words at 16 bits, V ≤ 65,536 at
         8 bits.
         """
-        w = self.id_of(word_or_id)
+        w = self.id_of(word_or_id, oov="unk")
         n, V = self.n_bits, self.n_words
         if n > 16 or (V << n) > _MAX_ENUM_CELLS:
             limit = _MAX_ENUM_CELLS >> n if n <= 16 else 0

@@ -219,7 +219,7 @@ class CusText(EmbeddingMechanism):
 
     # -- the distribution ----------------------------------------------------------------------
     def _row(self, word_or_id: str | int) -> int:
-        i = self.id_of(word_or_id)
+        i = self.id_of(word_or_id, oov="unk")
         return self.n_words if i == UNK_ID else i
 
     def output_set(self, word_or_id: str | int) -> list[str]:

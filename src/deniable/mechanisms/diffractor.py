@@ -223,7 +223,7 @@ class Diffractor(EmbeddingMechanism):
     def positions(self, word_or_id: str | int) -> np.ndarray:
         """Position of a word (or UNK) in each list."""
         self.precompute()
-        i = self.id_of(word_or_id)
+        i = self.id_of(word_or_id, oov="unk")
         return self._pos[:, self.n_words if i == UNK_ID else i].copy()  # type: ignore[index]
 
     def _position_probabilities(self, i: int) -> np.ndarray:

@@ -115,7 +115,7 @@ class SanText(EmbeddingMechanism):
         return np.arange(self.n_words)
 
     def _row(self, word_or_id: str | int) -> int:
-        i = self.id_of(word_or_id)
+        i = self.id_of(word_or_id, oov="unk")
         return self.n_words if i == UNK_ID else i
 
     def _em_log_probabilities(self, row: int) -> np.ndarray:
@@ -248,7 +248,7 @@ class SanTextPlus(SanText):
         return self._targets
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        i = self.id_of(word_or_id)
+        i = self.id_of(word_or_id, oov="unk")
         row = self.n_words if i == UNK_ID else i
         em = self._em_log_probabilities(row)
         out = np.full(self.n_words, -np.inf)

@@ -157,7 +157,7 @@ class TruncatedGumbel(EmbeddingMechanism):
 
     # -- the distribution ----------------------------------------------------------------------
     def _row(self, word_or_id: str | int) -> int:
-        i = self.id_of(word_or_id)
+        i = self.id_of(word_or_id, oov="unk")
         return self.n_words if i == UNK_ID else i
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:

@@ -130,7 +130,7 @@ def test_bad_input_is_exit_1_with_one_line(tmp_path, content, message):
         (["-m", "madlib", "-e", "1", "--param", "nonsense"], "expected KEY=VALUE"),
         (["-m", "madlib", "-e", "1", "--param", "lamda=0.5"], "unknown parameter(s) lamda for madlib; known: index, batch_size"),
         (["-m", "madlib", "-e", "1e-300"], "too small"),
-        (["-m", "madlib"], "Missing option"),
+        (["-m", "madlib"], "give -e/--epsilon EPS (privacy parameter > 0) or --max-nw P"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path, args, message):
@@ -237,7 +237,9 @@ def test_stray_errors_and_warnings_are_one_line(tmp_path, capfd):
     p = subprocess.run(exe + ["privatize", str(src), "-m", "madlib", "-e", "1", "--embedding", str(emb)], capture_output=True, text=True)
     assert p.returncode == 0
     assert p.stderr.startswith("warning: ") and "duplicate" in p.stderr and "Traceback" not in p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1
+    # one warning line, then the run summary (issue 10)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("madlib epsilon=1: 2 words"), lines
 
 
 # -- issue 14: long records, exact JSONL copies, progress ------------------------------------
@@ -384,7 +386,7 @@ def test_progress_counts_records_from_the_first_batch(tmp_path):
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["privatize", "in.txt", "-m", "madlib"], "Missing option '-e' / '--epsilon'"),
+        (["privatize", "in.txt", "-m", "madlib"], "give -e/--epsilon EPS (privacy parameter > 0) or --max-nw P"),
         (["privatize", "in.txt", "-m", "madlib", "-e", "0"], "epsilon must be a finite number > 0"),
         (["privatize", "-m", "madlib", "-e", "1"], "Missing argument 'INPUTS...'"),
         (["privatize", "nofile.txt", "-m", "madlib", "-e", "1"], "'nofile.txt' does not exist"),

@@ -17,6 +17,7 @@ from ..errors import DataError
 from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, input_size, progress
+from ._targets import SurvivalTracker, build_targeted, summary_lines, target_options
 
 _PIECE_CHARS = 1 << 20  # records longer than this are read and processed in pieces (bounded memory)
 
@@ -133,7 +134,7 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Output file ('-' = stdout); a folder when several inputs are given.")
 @click.option("-m", "--mechanism", required=True, help="Mechanism name: madlib, mahalanobis, tem, brr.")
-@click.option("-e", "--epsilon", required=True, type=float, callback=_positive_epsilon, help="Privacy parameter epsilon > 0 (per unit of the mechanism's metric).")
+@target_options
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
 @click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz), or a BRR bundle for -m brr; default: the bundled GloVe 840B 300d.")
 @click.option("--limit", "--embedding-limit", "embedding_limit", type=click.IntRange(min=1), help="Use only the first N words of the embedding.")
@@ -143,9 +144,9 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--column", default="text", show_default=True, help="Field (jsonl) or column (csv) holding the text.")
 @click.option("--oov", type=click.Choice(OOV_POLICIES), default="unk", show_default=True, help="Out-of-vocabulary words: privatize as UNK, drop, or keep verbatim (unsafe; warns).")
 @click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
-@click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary to stderr.")
+@click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary and the input words most likely to come back unchanged to stderr.")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress):
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -156,6 +157,7 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
 
     \b
     Example:
+      deniable privatize reviews.txt -o reviews.private.txt -m tem --max-nw 0.5
       deniable privatize reviews.txt -o reviews.private.txt -m madlib -e 15 --seed 0
       deniable privatize data.jsonl --column body -m mahalanobis -e 10 --param lam=0.5
     """
@@ -178,7 +180,8 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     if inputs.count("-") > 1:
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
 
-    mech = build_mechanism(mechanism, epsilon, param_values, embedding_path, embedding_limit, progress=show_progress)
+    mech = build_targeted(build_mechanism, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress)
+    tracker = SurvivalTracker(mech) if report else None
     if secure and seed is not None:
         raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
     gen = as_generator("secure" if secure else seed)
@@ -196,8 +199,13 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
                 click.echo(f"note: {path}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}", err=True)
     if oov == "keep" and stats.get("unknown"):
         click.echo(f"warning: --oov keep copied {stats['unknown']} out-of-vocabulary word(s) verbatim, without privacy", err=True)
+    for line in summary_lines(mech, stats, oov):
+        click.echo(line, err=True)
     if docs is not None:
         _print_report(mech, docs, stats, oov)
+    if tracker is not None:
+        for line in tracker.lines():
+            click.echo(line, err=True)
 
 
 def _print_report(mech, docs: list[tuple[int, int]], stats: dict[str, int], oov: str) -> None:

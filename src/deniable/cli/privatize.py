@@ -67,14 +67,24 @@ def _known_parameters(cls) -> list[str]:
     return [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY and n != "epsilon"]
 
 
-def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool | None = None):
-    """Load the embedding and construct the mechanism, mapping errors to CLI exit codes."""
+def build_mechanism(
+    name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool | None = None, device: str | None = None
+):
+    """Load the embedding and construct the mechanism (the torch backend on ``device`` when
+    given), mapping errors to CLI exit codes."""
     from ..binary import BinaryEmbedding
     from ..mechanisms.registry import _resolve, available_mechanisms, get_mechanism
 
     if name not in available_mechanisms():
         raise click.BadParameter(f"unknown mechanism {name!r}; known: {', '.join(available_mechanisms())}", param_hint="-m/--mechanism")
     cls = _resolve(name)
+    backend: dict[str, Any] = {}
+    if device is not None:
+        from ..backends.torch_backend import _CLASSES
+
+        if name not in _CLASSES:
+            raise click.BadParameter(f"{name} has no torch backend (torch backends: {', '.join(sorted(_CLASSES))})", param_hint="--device")
+        cls, backend = _CLASSES[name], {"backend": "torch", "device": device}
     unknown = sorted(set(params) - set(_known_parameters(cls)))
     if unknown:
         raise click.BadParameter(
@@ -84,14 +94,26 @@ def build_mechanism(name: str, epsilon: float, params: dict[str, Any], embedding
     if isinstance(vocabulary, BinaryEmbedding) and name != "brr":
         raise click.BadParameter(f"{embedding_path} is a BRR bundle; it works only with -m brr", param_hint="--embedding")
     try:
-        mech = get_mechanism(name, vocabulary, epsilon=epsilon, **params)
+        mech = get_mechanism(name, vocabulary, epsilon=epsilon, **backend, **params)
     except DataError:
         raise
     except (TypeError, ValueError) as exc:
         raise click.UsageError(f"invalid parameters for mechanism {name!r}: {exc}") from None
+    except (ImportError, RuntimeError) as exc:  # --device: torch missing, or no CUDA
+        raise click.UsageError(str(exc)) from None
     if hasattr(mech, "precompute"):  # one-time tables (TEM), cached on disk; show progress
         mech.precompute(progress=progress)
     return mech
+
+
+def _privatize(mechanism, texts: list[str], **kwargs: Any) -> list[str]:
+    """``privatize_texts``; with the torch backend the text work runs in worker processes
+    (same output for the same seed; :mod:`deniable.backends.text`)."""
+    if getattr(mechanism, "backend", None) == "torch":
+        from ..backends.text import shared_privatizer
+
+        return shared_privatizer(mechanism).privatize_texts(texts, **kwargs)
+    return privatize_texts(mechanism, texts, **kwargs)
 
 
 def _process(
@@ -105,7 +127,7 @@ def _process(
     shown = 0
     for batch in batch_records(iter(reader)):
         counts: list[int] | None = [] if report is not None else None
-        new = privatize_texts(mechanism, [r.text for r in batch], rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=counts)
+        new = _privatize(mechanism, [r.text for r in batch], rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=counts)
         for rec, text in zip(batch, new):
             writer.write(rec, text)
         if report is not None:
@@ -146,7 +168,8 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
 @click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary and the input words most likely to come back unchanged to stderr.")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw):
+@click.option("--device", default=None, metavar="DEVICE", help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"), tokenizing in worker processes. Default: the numpy backend.')
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -180,7 +203,8 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     if inputs.count("-") > 1:
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
 
-    mech = build_targeted(build_mechanism, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress)
+    build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
+    mech = build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress)
     tracker = SurvivalTracker(mech) if report else None
     if secure and seed is not None:
         raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")

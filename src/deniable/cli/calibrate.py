@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from ..mechanisms.registry import available_mechanisms
+
 __all__ = ["calibrate", "parse_param"]
 
 
@@ -98,7 +100,7 @@ def _friendly(message: str, *, n_words_asked: int | None) -> str:
 
 
 @click.command(name="calibrate")
-@click.option("-m", "--mechanism", required=True, help="Mechanism name (madlib, mahalanobis, tem, brr).")
+@click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @click.option("--epsilons", "-e", "epsilons_text", default="1,5,10,20", show_default=True, help="Comma-separated ε values.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, e.g. lam=0.5 (repeatable).")
 @click.option("--embedding", type=click.Path(exists=True, dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe subset).")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..mechanisms.registry import available_mechanisms
+
 import csv
 import gzip
 import json
@@ -159,7 +161,7 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 
 @click.command("evaluate")
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("-m", "--mechanism", required=True, help="Mechanism name (deniable.available_mechanisms()).")
+@click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @click.option("-e", "--epsilon", "epsilons", required=True, callback=_epsilons, help="Epsilon, or comma-separated epsilons (e.g. 5,10,20).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (repeatable), e.g. --param lam=0.5.")
 @click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")

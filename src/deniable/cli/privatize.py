@@ -12,6 +12,7 @@ from typing import Any
 import click
 import numpy as np
 
+from ..mechanisms.registry import available_mechanisms
 from .._rng import as_generator
 from ..errors import DataError
 from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
@@ -155,7 +156,7 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Output file ('-' = stdout); a folder when several inputs are given.")
-@click.option("-m", "--mechanism", required=True, help="Mechanism name: madlib, mahalanobis, tem, brr.")
+@click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @target_options
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
 @click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz), or a BRR bundle for -m brr; default: the bundled GloVe 840B 300d.")

@@ -11,14 +11,36 @@ Every random function takes ``rng`` (None, an int seed, or a numpy Generator).
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from ._rng import as_generator
+from ._version import __version__
 from .embeddings import UNK_ID, Embedding, load_embedding
 from .errors import DataError, DeniableWarning, PrivacyWarning
 from .mechanisms import Guarantee, Madlib, Mahalanobis, Mechanism, available_mechanisms, get_mechanism, register_mechanism
 from .mechanisms.tem import TEM
 from .calibration import equivalent_epsilon, plausible_deniability, select_epsilon
+
+
+def _connect_layers() -> None:
+    """The composition root (docs/architecture.md): give the lower layers' extension points the
+    higher layers' functions, so that no module imports a layer above its own."""
+    from .calibration.targets import known_calibration, mechanism_for_target
+    from .mechanisms import registry
+    from .text import privatize
+
+    def build_torch(name: str, embedding: object, **kwargs: object) -> Mechanism:
+        from .backends.torch_backend import build
+
+        return build(name, embedding, **kwargs)
+
+    def useful_range(mechanism: object) -> tuple[float, float] | None:
+        cal = known_calibration(mechanism)
+        return cal.useful_range() if cal is not None else None
+
+    registry._connect(target_resolver=mechanism_for_target, backends={"torch": build_torch})
+    privatize._connect(useful_range=useful_range)
+
+
+_connect_layers()
 
 # BRR and the binary embeddings import deniable.brr_runtime; loading them on first use keeps
 # `import deniable` light and lets `python -m deniable.brr_runtime` run without a RuntimeWarning
@@ -44,11 +66,6 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module 'deniable' has no attribute {name!r}")
 
-
-try:
-    __version__ = version("deniable")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "Embedding",

@@ -13,7 +13,7 @@ from typing import IO, BinaryIO
 
 from .errors import DataError
 
-__all__ = ["atomic_binary", "atomic_output", "open_input", "decode_line", "input_size"]
+__all__ = ["atomic_binary", "atomic_output", "open_input", "decode_line", "input_size", "cache_directory"]
 
 
 @contextlib.contextmanager
@@ -104,3 +104,14 @@ def decode_line(raw: bytes, *, path: str, line: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); convert the file to UTF-8", path=path, line=line) from None
+
+
+def cache_directory(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder: ``cache_dir`` if given, else ``$DENIABLE_CACHE_DIR``, else
+    ``~/.cache/deniable``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("DENIABLE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "deniable"

@@ -207,7 +207,7 @@ class BinaryEmbedding(Vocabulary):
     # -- files -----------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """The bundle bytes (layout: ``docs/bundle_format.md``, version 1)."""
-        from .. import __version__
+        from .._version import __version__
 
         vocab = "\n".join(self._words).encode("utf-8")
         header = {

@@ -79,7 +79,7 @@ def run_calibration(
     words for the replacement table (default: 3 of the measured words, from dense to sparse).
     Re-running with the recorded ``parameters`` gives identical numbers.
     """
-    from .. import __version__
+    from .._version import __version__
     from ..embeddings import load_embedding
     from ..mechanisms.registry import get_mechanism
 

@@ -14,58 +14,9 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator, spawn
 from .._validation import check_positive
-from .plausible import PlausibleDeniability, plausible_deniability, select_words
+from .plausible import SUMMARY_KEYS, PlausibleDeniability, plausible_deniability, select_words, summarize
 
 __all__ = ["summarize", "Sweep", "sweep_epsilons", "SUMMARY_KEYS"]
-
-SUMMARY_KEYS = (
-    "n_words",
-    "n_w_mean",
-    "n_w_sd",
-    "n_w_p5",
-    "n_w_p50",
-    "n_w_p95",
-    "n_w_max",
-    "s_w_mean",
-    "s_w_sd",
-    "s_w_p5",
-    "s_w_p50",
-    "s_w_p95",
-    "s_w_min",
-    "n_distinct_mean",
-    "n_distinct_sd",
-    "n_distinct_min",
-)
-
-
-def summarize(result: PlausibleDeniability) -> dict[str, float]:
-    """Across-word summary of one result: mean, sd (ddof=1), 5/50/95th percentiles and the
-    worst case (max N_w, min S_w) of N_w (probability) and S_w (count), plus the distinct-output
-    count (the papers' estimator of S_w). Worst cases are the Madlib paper's calibration targets."""
-    n = result.n_w.astype(np.float64)
-    s = result.s_w.astype(np.float64)
-    d = result.n_distinct.astype(np.float64)
-    ddof = 1 if n.size > 1 else 0
-    p_n = np.percentile(n, [5, 50, 95])
-    p_s = np.percentile(s, [5, 50, 95])
-    return {
-        "n_words": float(n.size),
-        "n_w_mean": float(n.mean()),
-        "n_w_sd": float(n.std(ddof=ddof)),
-        "n_w_p5": float(p_n[0]),
-        "n_w_p50": float(p_n[1]),
-        "n_w_p95": float(p_n[2]),
-        "n_w_max": float(n.max()),
-        "s_w_mean": float(s.mean()),
-        "s_w_sd": float(s.std(ddof=ddof)),
-        "s_w_p5": float(p_s[0]),
-        "s_w_p50": float(p_s[1]),
-        "s_w_p95": float(p_s[2]),
-        "s_w_min": float(s.min()),
-        "n_distinct_mean": float(d.mean()),
-        "n_distinct_sd": float(d.std(ddof=ddof)),
-        "n_distinct_min": float(d.min()),
-    }
 
 
 @dataclass

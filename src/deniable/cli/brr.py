@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import DataError
+from ._options import check_epsilon, cli_spelling, parse_param
 
 __all__ = ["export", "privacy_ratio"]
 
@@ -87,13 +88,6 @@ def _check_binarizable(n_words: int, dim: int, n_bits: int, method: str, *, limi
         )
 
 
-def cli_spelling(message: str) -> str:
-    """A binarizer message with the command line's spelling of its parameters."""
-    return message.replace("use n_bits <= ", "use --param n_bits=").replace(
-        "method='random-projection' or 'autoencoder' (no such limit)", "--param method=random-projection (no such limit)"
-    )
-
-
 def _dim_of(be: object) -> int:
     meta = getattr(be, "metadata", {}) or {}
     return int(meta.get("source_dim", 0) or 0)
@@ -133,10 +127,7 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
     from ..calibration.privacy_ratio import mechanism_metric_stats
 
     for e in epsilons:
-        if not e > 0 or e != e or e == float("inf"):
-            raise click.BadParameter(f"epsilon must be a finite number > 0, got {e}", param_hint="--epsilon")
-    from .calibrate import parse_param
-
+        check_epsilon(e, "--epsilon")
     kw = dict(parse_param(p) for p in params)
     names = tuple(dict.fromkeys((mechanism_a, mechanism_b)))
     unknown = sorted(k for k in kw if _RATIO_PARAMS.get(k) not in names)

@@ -10,39 +10,10 @@ from typing import Any
 
 import click
 
-from ..mechanisms.registry import available_mechanisms
+from ..mechanisms import available_mechanisms
+from ._options import cli_spelling, epsilon_list, known_params, parse_param
 
 __all__ = ["calibrate", "parse_param"]
-
-
-def parse_param(text: str) -> tuple[str, Any]:
-    """``k=v`` with v parsed as int, float, true/false/none, else kept as a string."""
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key or not key.isidentifier():
-        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--param")
-    raw = raw.strip()
-    low = raw.lower()
-    if low in ("true", "false"):
-        return key, low == "true"
-    if low in ("none", "null"):
-        return key, None
-    for conv in (int, float):
-        try:
-            return key, conv(raw)
-        except ValueError:
-            pass
-    return key, raw
-
-
-def _epsilons(text: str) -> list[float]:
-    try:
-        eps = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, got {text!r}", param_hint="--epsilons") from None
-    if not eps or any(not (e > 0) or e == float("inf") for e in eps):
-        raise click.BadParameter(f"every epsilon must be a finite number > 0, got {text!r}", param_hint="--epsilons")
-    return eps
 
 
 def _check_output_path(path: str | None, option: str, *, dash: bool) -> None:
@@ -61,18 +32,6 @@ def _check_output_path(path: str | None, option: str, *, dash: bool) -> None:
         raise click.BadParameter(f"{path}: the folder {folder} is not writable", param_hint=option)
 
 
-def _known_params(mechanism: str) -> list[str] | None:
-    """Keyword parameters the mechanism's constructor takes besides epsilon (None if it takes **kwargs)."""
-    import inspect
-
-    from ..mechanisms.registry import _resolve
-
-    sig = inspect.signature(_resolve(mechanism).__init__)
-    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY and n != "epsilon"]
-
-
 def _per_epsilon_params(data: dict[str, Any]) -> None:
     """A parameter derived from ε (TEM's γ) differs per ε: record the list, one value per ε, in
     ``sweeps[].params`` instead of the first ε's value alone (each ``results[].params`` keeps its own)."""
@@ -88,8 +47,6 @@ def _per_epsilon_params(data: dict[str, Any]) -> None:
 
 def _friendly(message: str, *, n_words_asked: int | None) -> str:
     """CLI spellings in messages from the library."""
-    from .brr import cli_spelling
-
     message = cli_spelling(message.replace("use method='sample'", "use --method sample (or auto)"))
     if message.startswith("words is empty"):
         why = "the selection kept no vocabulary word"
@@ -145,14 +102,13 @@ def calibrate(
     from ..calibration.report import run_calibration, write_html
     from ..embeddings import load_embedding
     from ..errors import DataError
-    from ..mechanisms.registry import available_mechanisms
     from ._io import atomic_output
 
     if mechanism not in available_mechanisms():
         raise click.BadParameter(f"unknown mechanism {mechanism!r}; known: {', '.join(available_mechanisms())}", param_hint="-m")
-    eps = _epsilons(epsilons_text)
+    eps = epsilon_list(epsilons_text, "--epsilons")
     kw = dict(parse_param(p) for p in params)
-    known = _known_params(mechanism)
+    known = known_params(mechanism)
     unknown = sorted(set(kw) - set(known)) if known is not None else []
     if unknown:
         raise click.BadParameter(
@@ -215,7 +171,7 @@ def _target(mechanism: str, max_nw: float, kw: dict[str, Any], embedding: str | 
 
     from ..calibration.targets import choose_epsilon
     from ..embeddings import load_embedding
-    from ..mechanisms.registry import get_mechanism
+    from ..mechanisms import get_mechanism
     from ._io import atomic_output
 
     if not (0.0 < max_nw < 1.0) or math.isnan(max_nw):

@@ -17,17 +17,8 @@ import numpy as np
 
 from ..errors import DataError
 from ._io import atomic_output, progress
-from .privatize import build_mechanism, parse_params
-
-
-def _epsilons(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
-    try:
-        eps = [float(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
-    if not eps or not all(math.isfinite(e) and e > 0 for e in eps):
-        raise click.BadParameter(f"every epsilon must be a finite number > 0, got {value!r}")
-    return eps
+from ._options import epsilons_option, parse_params
+from .privatize import build_mechanism
 
 
 def read_labelled(path: str, text_column: str, label_column: str, split_column: str | None) -> tuple[list[str], list[str], list[str] | None]:
@@ -162,7 +153,7 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.command("evaluate")
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
-@click.option("-e", "--epsilon", "epsilons", required=True, callback=_epsilons, help="Epsilon, or comma-separated epsilons (e.g. 5,10,20).")
+@click.option("-e", "--epsilon", "epsilons", required=True, callback=epsilons_option, help="Epsilon, or comma-separated epsilons (e.g. 5,10,20).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (repeatable), e.g. --param lam=0.5.")
 @click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
 @click.option("--text-column", default="text", show_default=True)

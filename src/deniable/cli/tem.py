@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..errors import DataError
-from .privatize import _positive_epsilon, parse_params
+from ._options import parse_params, positive_epsilon
 
 _TEM_PARAMS = ("beta", "gamma", "k", "neighbors", "metric", "memory_bytes")
 
@@ -19,7 +19,7 @@ def precompute() -> None:
 
 
 @precompute.command("tem")
-@click.option("-e", "--epsilon", type=float, required=True, callback=_positive_epsilon, help="Privacy parameter epsilon > 0.")
+@click.option("-e", "--epsilon", type=float, required=True, callback=positive_epsilon, help="Privacy parameter epsilon > 0.")
 @click.option(
     "--param",
     "params",

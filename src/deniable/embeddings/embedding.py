@@ -124,8 +124,10 @@ class Embedding(Vocabulary):
         self._index = index
         self.source = source
 
-    #: Where :func:`~deniable.load_embedding` read it: ``("default", limit)`` or
-    #: ``("file", absolute path, format, limit)``; None for embeddings built from arrays.
+    #: Where :func:`~deniable.load_embedding` read it: ``(reload, path, format, limit)``, where
+    #: ``reload(path, format, limit)`` (a module-level function of the loaders, pickled by name)
+    #: reads it again and ``path`` is None for the bundled default; None for embeddings built
+    #: from arrays.
     _origin: tuple | None = None
 
     def __reduce_ex__(self, protocol: Any) -> Any:
@@ -199,7 +201,7 @@ _LOADED: weakref.WeakValueDictionary[str, Embedding] = weakref.WeakValueDictiona
 
 
 def _mmap_paths(fingerprint: str) -> tuple[Path, Path]:
-    from ..neighbors.neighborhoods import cache_directory
+    from .._files import cache_directory
 
     folder = cache_directory() / "embeddings"
     return folder / f"{fingerprint}.f32.npy", folder / f"{fingerprint}.words.json"
@@ -240,20 +242,13 @@ def _from_reference(origin: tuple, fingerprint: str, npy: str | None, source: st
         except (OSError, ValueError, DataError):
             emb = None
     if emb is None:
-        from .loaders import load_default_embedding, load_embedding
-
-        if origin[0] == "default":
-            emb = load_default_embedding()
-            if origin[1] is not None:
-                emb = emb.restrict(top_n=origin[1])
-        else:
-            _, file, fmt, limit = origin
-            emb = load_embedding(file, format=fmt, limit=limit)
+        reload, file, fmt, limit = origin
+        emb = reload(file, fmt, limit)
         if emb.fingerprint != fingerprint:
             raise DataError(
                 f"the embedding changed since it was pickled (fingerprint {emb.fingerprint}, expected {fingerprint}); "
                 "pickle it again or restore the file",
-                path=origin[1] if origin[0] == "file" else None,
+                path=file,
             )
     emb.source = source
     emb._origin = origin

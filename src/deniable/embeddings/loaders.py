@@ -120,8 +120,16 @@ def load_embedding(
         emb = _load_word2vec_binary(path, limit)
     else:
         emb = _load_text(path, limit, header=(format == "word2vec-text"))
-    emb._origin = ("file", str(path.resolve()), format, limit)  # pickled by reference (see Embedding)
+    emb._origin = (_reload, str(path.resolve()), format, limit)  # pickled by reference (see Embedding)
     return emb
+
+
+def _reload(path: str | None, format: str | None, limit: int | None) -> Embedding:
+    """Read an embedding again from its ``Embedding._origin`` (``path`` None: the bundled default)."""
+    if path is None:
+        emb = load_default_embedding()
+        return emb if limit is None else emb.restrict(top_n=limit)
+    return load_embedding(path, format=format, limit=limit)
 
 
 @lru_cache(maxsize=1)
@@ -136,7 +144,7 @@ def load_default_embedding() -> Embedding:
     with resources.as_file(ref) as p:
         emb = _load_npz(Path(p), None)
     emb.source = "deniable default (GloVe 840B 300d, 34k words)"
-    emb._origin = ("default", None)  # pickled by reference (see Embedding)
+    emb._origin = (_reload, None, None, None)  # pickled by reference (see Embedding)
     return emb
 
 

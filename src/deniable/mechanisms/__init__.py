@@ -3,7 +3,7 @@
 from .base import EmbeddingMechanism, Guarantee, Mechanism
 from .madlib import Madlib
 from .mahalanobis import Mahalanobis
-from .registry import available_mechanisms, get_mechanism, register_mechanism
+from .registry import available_mechanisms, get_mechanism, mechanism_class, register_mechanism
 
 __all__ = [
     "Mechanism",
@@ -14,4 +14,5 @@ __all__ = [
     "get_mechanism",
     "register_mechanism",
     "available_mechanisms",
+    "mechanism_class",
 ]

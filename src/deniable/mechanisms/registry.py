@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from .base import Mechanism
 
-__all__ = ["get_mechanism", "register_mechanism", "available_mechanisms"]
+__all__ = ["get_mechanism", "register_mechanism", "available_mechanisms", "mechanism_class"]
+
+# Extension points filled by layers above this one (docs/architecture.md): the package root
+# connects calibration.targets.mechanism_for_target (ε from a privacy target) and the torch
+# backend's builder, so that this module never imports them.
+_TARGET_RESOLVER: Callable[..., Mechanism] | None = None
+_BACKENDS: dict[str, Callable[..., Mechanism]] = {}
+
+
+def _connect(*, target_resolver: Callable[..., Mechanism], backends: dict[str, Callable[..., Mechanism]]) -> None:
+    """Connect the higher layers' builders (called once, by ``deniable/__init__.py``)."""
+    global _TARGET_RESOLVER
+    _TARGET_RESOLVER = target_resolver
+    _BACKENDS.update(backends)
+
+
+def _connected(what: Any) -> Any:
+    if what is None:  # pragma: no cover - deniable/__init__.py always connects them
+        raise RuntimeError("deniable is not fully imported; import deniable before building mechanisms")
+    return what
 
 # name -> "module:Class" (imported on first use, so the core import stays light) or a class
 _REGISTRY: dict[str, Any] = {
@@ -36,6 +56,15 @@ def register_mechanism(name: str, cls: type[Mechanism] | str, *, replace: bool =
 def available_mechanisms() -> list[str]:
     """Names accepted by :func:`get_mechanism`."""
     return sorted(_REGISTRY)
+
+
+def mechanism_class(name: str) -> type[Mechanism]:
+    """The class registered under ``name`` (imported on first use).
+
+    Raises ``ValueError`` naming the known mechanisms for an unknown name."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(available_mechanisms())}")
+    return _resolve(name)
 
 
 def _resolve(name: str) -> type[Mechanism]:
@@ -86,12 +115,10 @@ def get_mechanism(
     if name not in _REGISTRY:
         raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(available_mechanisms())}")
     if epsilon is None or max_n_w is not None:
-        from ..calibration.targets import mechanism_for_target
-
-        return mechanism_for_target(name, embedding, epsilon=epsilon, max_n_w=max_n_w, backend=backend, device=device, **params)
+        resolve = _connected(_TARGET_RESOLVER)
+        return resolve(name, embedding, epsilon=epsilon, max_n_w=max_n_w, backend=backend, device=device, **params)
     if backend == "torch":
-        from ..backends.torch_backend import build
-
+        build = _connected(_BACKENDS.get("torch"))
         return build(name, embedding, epsilon=epsilon, device=device or "cuda", **params)
     if backend != "numpy":
         raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")

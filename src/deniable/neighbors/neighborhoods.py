@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .._files import atomic_binary
+from .._files import atomic_binary, cache_directory
 from .._validation import check_int
 from ..errors import DeniableWarning
 from ..metrics import METRICS, _paired_builtin, get_metric, metric_name, paired_distances, pairwise_distances
@@ -475,17 +475,6 @@ def _announce_build(kind: str, param: float, n_words: int, metric: Any, path: Pa
     if progress is not False:
         print(f"note: {msg}", file=sys.stderr, flush=True)
 
-
-
-def cache_directory(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The cache folder: ``cache_dir`` if given, else ``$DENIABLE_CACHE_DIR``, else
-    ``~/.cache/deniable``."""
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
-    env = os.environ.get("DENIABLE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "deniable"
 
 
 def _param_key(kind: str, param: float) -> str:

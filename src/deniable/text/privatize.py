@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,17 @@ CASE_POLICIES = ("preserve", "lower")
 EXTREME_FRACTION = 0.05
 #: Warnings need at least this many in-vocabulary words (fewer say little about the mechanism).
 MIN_WORDS_FOR_WARNINGS = 20
+
+# Extension point filled by the calibration layer above this one (docs/architecture.md): the
+# package root connects a function giving a mechanism's useful ε range from a shipped or cached
+# calibration (None when there is none; nothing is computed).
+_USEFUL_RANGE: Callable[[Any], tuple[float, float] | None] | None = None
+
+
+def _connect(*, useful_range: Callable[[Any], tuple[float, float] | None]) -> None:
+    """Connect the calibration layer (called once, by ``deniable/__init__.py``)."""
+    global _USEFUL_RANGE
+    _USEFUL_RANGE = useful_range
 
 
 @dataclass(frozen=True)
@@ -103,12 +114,9 @@ def summarize_privatization(mechanism: Any, stats: dict[str, int], *, oov: str =
     n_in = int(stats.get("in_vocabulary", stats.get("words", 0) - stats.get("unknown", 0)))
     frac = stats.get("changed", 0) / n_in if n_in else 0.5
     extreme = n_in >= MIN_WORDS_FOR_WARNINGS and not (EXTREME_FRACTION <= frac <= 1.0 - EXTREME_FRACTION)
-    if useful is None and extreme:  # only looked up when a warning will name it
+    if useful is None and extreme and _USEFUL_RANGE is not None:  # only looked up when a warning will name it
         try:
-            from ..calibration.targets import known_calibration
-
-            cal = known_calibration(mechanism)
-            useful = cal.useful_range() if cal is not None else None
+            useful = _USEFUL_RANGE(mechanism)
         except Exception:  # a summary never fails a run
             useful = None
     return PrivatizationSummary(

@@ -200,6 +200,17 @@ class BinaryEmbedding(Vocabulary):
         codes = self._codes if ids is None else self.code_of(ids)
         return unpack_bits(codes, self.n_bits)
 
+    def restrict(self, *, top_n: int) -> BinaryEmbedding:
+        """The first ``top_n`` words (all of them when there are fewer), with the same UNK code,
+        bit length and metadata."""
+        n = check_int("top_n", top_n, minimum=1)
+        if n >= len(self):
+            return self
+        return BinaryEmbedding(
+            self.words[:n], self.codes[:n], n_bits=self.n_bits, unk_code=self.unk_code, unk_method=self.unk_method,
+            metadata=self.metadata, source=self.source,
+        )
+
     def __repr__(self) -> str:
         src = f", source={self.source!r}" if self.source else ""
         return f"BinaryEmbedding({len(self)} words x {self.n_bits} bits, fingerprint={self.fingerprint}, unk={self.unk_method}{src})"

@@ -201,8 +201,8 @@ def _build(name: str, embedding_path: Path | None, binary_path: Path | None, lim
         from ..mechanisms.brr import BRR
 
         be = BinaryEmbedding.load(binary_path)
-        if limit is not None and limit < len(be):
-            be = BinaryEmbedding(be.words[:limit], be.codes[:limit], n_bits=be.n_bits, unk_code=be.unk_code, unk_method=be.unk_method, metadata=be.metadata)
+        if limit is not None:
+            be = be.restrict(top_n=limit)
         return BRR(be, epsilon=1.0, index="exact")
     emb = load_embedding(embedding_path, limit=limit)
     if name == "brr":
@@ -211,8 +211,6 @@ def _build(name: str, embedding_path: Path | None, binary_path: Path | None, lim
 
         default = load_default_binary_embedding()
         if embedding_path is None and limit is not None and not params:
-            be = default
-            be = type(be)(be.words[:limit], be.codes[:limit], n_bits=be.n_bits, unk_code=be.unk_code, unk_method=be.unk_method, metadata=be.metadata)
-            return BRR(be, epsilon=1.0, index="exact")
+            return BRR(default.restrict(top_n=limit), epsilon=1.0, index="exact")
         return BRR(emb, epsilon=1.0, index="exact", **params)
     return get_mechanism(name, emb, epsilon=1.0, **params)

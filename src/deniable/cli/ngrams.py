@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import warnings
 
@@ -105,23 +106,38 @@ def ngrams() -> None:
 
 
 @ngrams.command()
-@click.argument("private", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.argument("private", type=click.Path(exists=True, allow_dash=True))
 @click.option("--public", "public", multiple=True, required=True, type=click.Path(dir_okay=False, exists=True), help="Public text (one text per line), JSONL or CSV; repeatable. The vocabulary comes only from these.")
 @click.option("-n", "--order", "n", type=click.IntRange(min=1), default=3, show_default=True, help="n of the n-grams.")
 @click.option("--max-vocab", type=click.IntRange(min=1), default=None, help="Keep the most frequent public n-grams only.")
 @click.option("--min-public-count", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--user-field", default="user", show_default=True, help="User id field of the private records.")
 @click.option("--text-field", default="text", show_default=True, help="Text field (private records, and public JSONL/CSV).")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Private input format (default: from the suffix).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default=None, help="Private input format (default: from the suffix, or for a --spark directory from its files). parquet needs --spark.")
 @click.option("--no-lowercase", is_flag=True, help="Keep case (default: lower-case words).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), callback=_counts_output, help="Counts bundle (.npz; a file, not stdout).")
-def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, min_public_count: int, user_field: str, text_field: str, fmt: str | None, no_lowercase: bool, output: str) -> None:
+@click.option("--spark", "use_spark", is_flag=True, help='Count on Spark (pip install "deniable[spark]"; master local[*] unless --master): PRIVATE may be a Parquet/CSV/JSONL file or directory of part files. Same counts bundle.')
+@click.option("--master", default=None, metavar="URL", help="Spark master URL (local[4], spark://host:7077, yarn, ...); implies --spark.")
+def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, min_public_count: int, user_field: str, text_field: str, fmt: str | None, no_lowercase: bool, output: str, use_spark: bool, master: str | None) -> None:
     """Count each user's n-grams of PRIVATE (JSONL/CSV with user and text fields) over a
-    vocabulary taken from the --public files only."""
+    vocabulary taken from the --public files only.
+
+    With --spark (or --master URL) the private records are counted on Spark
+    (deniable.spark.files.count_ngrams_files): PRIVATE may also be Parquet or a directory of part
+    files; the vocabulary is still built on the driver from --public, and the bundle is the one
+    the single-machine count writes for the same rows.
+    """
     from ..ngrams import build_vocabulary, count_public, count_users
     from ..ngrams.io import read_texts, read_user_texts, save_counts
 
     lowercase = not no_lowercase
+    spark = use_spark or master is not None
+    if spark:
+        _check_spark_count(private, master)
+    elif fmt == "parquet":
+        raise click.BadParameter("parquet input is read with Spark; add --spark", param_hint="--format")
+    elif private != "-" and os.path.isdir(private):
+        raise click.BadParameter(f"{private} is a directory; directories of part files are read with --spark", param_hint="PRIVATE")
 
     def public_texts():
         bar = _bar("public texts", unit="text")
@@ -140,19 +156,43 @@ def count(private: str, public: tuple[str, ...], n: int, max_vocab: int | None, 
         names = ", ".join(public)
         why = f"no {n}-gram occurs" + (f" at least {min_public_count} times" if min_public_count > 1 else "")
         raise DataError(f"the public vocabulary is empty: {why} in the --public text ({'empty file?' if not pub else 'too little text?'})", path=names) from None
-    bar = _bar("private records", unit="rec")
-    try:
-        users = count_users(read_user_texts(private, user_field=user_field, text_field=text_field, fmt=fmt), vocab, progress=bar)
-    finally:
-        bar.close()
+    if spark:
+        users = _count_spark(private, vocab, output, master, user_field, text_field, fmt)
+    else:
+        bar = _bar("private records", unit="rec")
+        try:
+            users = count_users(read_user_texts(private, user_field=user_field, text_field=text_field, fmt=fmt), vocab, progress=bar)
+        finally:
+            bar.close()
     if users.n_users == 0:  # unreachable for files (the reader rejects them); kept for safety
         raise DataError("no user records", path=private)
-    save_counts(output, users, vocab)
+    if not spark:  # count_ngrams_files saved it already
+        save_counts(output, users, vocab)
     click.echo(
         f"{users.n_users} users, {len(vocab)} public {n}-grams, {int(users.matrix.sum())} private n-gram tokens counted, "
         f"{users.dropped} dropped (not in the public vocabulary) -> {output}",
         err=True,
     )
+
+
+def _check_spark_count(private: str, master: str | None) -> None:
+    """Usage errors of ``count --spark`` (exit 2), before the public vocabulary is built."""
+    from ._spark import check_master, check_pyspark
+
+    check_master(master)
+    if private == "-":
+        raise click.BadParameter("--spark reads a file or a directory of part files, not stdin", param_hint="PRIVATE")
+    check_pyspark()
+
+
+def _count_spark(private: str, vocab, output: str, master: str | None, user_field: str, text_field: str, fmt: str | None):
+    """:func:`deniable.spark.files.count_ngrams_files` in the Spark session of this run; saves
+    the bundle and returns the counts."""
+    from ..spark.files import count_ngrams_files
+    from ._spark import SparkRun
+
+    with SparkRun(master) as run:
+        return run.job(count_ngrams_files, private, vocab, output, user_field=user_field, text_field=text_field, fmt=fmt, spark=run.session)
 
 
 @ngrams.command()

@@ -18,9 +18,11 @@ from ..errors import DataError
 from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, input_size, progress
+from ._spark import check_master, check_pyspark
 from ._targets import SurvivalTracker, build_targeted, summary_lines, target_options
 
 _PIECE_CHARS = 1 << 20  # records longer than this are read and processed in pieces (bounded memory)
+SPARK_FORMATS = ("parquet", "csv", "jsonl", "txt")  # = deniable.spark.files.TABLE_FORMATS (literal: --help without importing it; a test checks)
 
 
 def _positive_epsilon(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -154,8 +156,8 @@ def _add_counts(report: list, batch, counts) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Output file ('-' = stdout); a folder when several inputs are given.")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Output file ('-' = stdout); a folder when several inputs are given; with --spark, the output directory (written atomically, must not exist).")
 @click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @target_options
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
@@ -163,14 +165,18 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--limit", "--embedding-limit", "embedding_limit", type=click.IntRange(min=1), help="Use only the first N words of the embedding.")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed for reproducible experiments (default: fresh OS entropy).")
 @click.option("--secure", is_flag=True, help='Draw noise from ChaCha20 keyed by the OS (needs pip install "deniable[secure]"); not with --seed.')
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: from the file name; txt otherwise).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS + ("parquet",)), help="Input format (default: from the file name, or for a --spark directory from its files; txt otherwise). parquet needs --spark.")
 @click.option("--column", default="text", show_default=True, help="Field (jsonl) or column (csv) holding the text.")
 @click.option("--oov", type=click.Choice(OOV_POLICIES), default="unk", show_default=True, help="Out-of-vocabulary words: privatize as UNK, drop, or keep verbatim (unsafe; warns).")
 @click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
 @click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary and the input words most likely to come back unchanged to stderr.")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--device", default=None, metavar="DEVICE", help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"), tokenizing in worker processes. Default: the numpy backend.')
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device):
+@click.option("--spark", "use_spark", is_flag=True, help='Run on Spark (pip install "deniable[spark]"; master local[*] unless --master): INPUT is one Parquet/CSV/JSONL/txt file or directory of part files, -o the output directory.')
+@click.option("--master", default=None, metavar="URL", help="Spark master URL (local[4], spark://host:7077, yarn, ...); implies --spark.")
+@click.option("--key", "key", default=None, metavar="COLUMN", help="With --spark: the row key column (unique per row), so that with --seed each row's output depends only on (seed, column, key). Default: each row is keyed on its text (identical texts, identical outputs).")
+@click.option("--output-format", "output_format", type=click.Choice(SPARK_FORMATS), default=None, help="With --spark: output format (default: the input's).")
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, output_format):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -179,17 +185,36 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     csv input only --column is privatized: other fields are copied unchanged (a note on stderr
     names them). Output is written atomically: a file appears only when complete.
 
+    With --spark (or --master URL) INPUT is one file or directory of Parquet, CSV, JSONL or txt
+    part files, read and privatized by Spark (deniable.spark.files.privatize_files); the output
+    is a directory of part files. With --seed and --key each row's output depends only on the
+    seed, the column and its key, whatever the partitioning.
+
     \b
     Example:
       deniable privatize reviews.txt -o reviews.private.txt -m tem --max-nw 0.5
       deniable privatize reviews.txt -o reviews.private.txt -m madlib -e 15 --seed 0
       deniable privatize data.jsonl --column body -m mahalanobis -e 10 --param lam=0.5
+      deniable privatize tickets/ -o tickets_private/ --spark --key id --column body -m madlib -e 10
     """
     import warnings
 
     from ..errors import PrivacyWarning
 
     param_values = parse_params(params)
+    if use_spark or master is not None:
+        _check_spark_usage(inputs, output, master, secure, report, device, fmt)
+        mech = build_targeted(build_mechanism, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress)
+        _privatize_spark(mech, inputs[0], output, master, fmt, output_format, column, key, seed, oov, case)
+        return
+    for name, value in (("--key", key), ("--output-format", output_format)):
+        if value is not None:
+            raise click.BadParameter(f"{name} applies to Spark runs only; add --spark", param_hint=name)
+    if fmt == "parquet":
+        raise click.BadParameter("parquet input is read with Spark; add --spark", param_hint="--format")
+    dirs = [p for p in inputs if p != "-" and Path(p).is_dir()]
+    if dirs:
+        raise click.BadParameter(f"{dirs[0]} is a directory; directories of part files are read with --spark", param_hint="INPUTS")
     if output != "-" and (len(inputs) > 1 or Path(output).is_dir()):
         if not Path(output).is_dir():
             raise click.BadParameter("with several inputs, -o must be an existing folder", param_hint="-o/--output")
@@ -231,6 +256,50 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     if tracker is not None:
         for line in tracker.lines():
             click.echo(line, err=True)
+
+
+def _check_spark_usage(inputs: tuple[str, ...], output: str, master: str | None, secure: bool, report: bool, device: str | None, fmt: str | None) -> None:
+    """Usage errors of a Spark run (exit 2), before anything is loaded."""
+    check_master(master)
+    if device is not None:
+        raise click.BadParameter("--device (the torch backend) and --spark cannot be combined; Spark executors sample with the numpy backend", param_hint="--device")
+    if secure:
+        raise click.BadParameter("--secure does not apply with --spark: without --seed each Spark run draws a fresh 128-bit secret seed", param_hint="--secure")
+    if report:
+        raise click.BadParameter("--report is not available with --spark (the words are counted on the executors); run it on a sample without --spark", param_hint="--report")
+    if len(inputs) != 1 or inputs[0] == "-":
+        raise click.BadParameter("--spark reads one INPUT: a file or a directory of part files (not stdin)", param_hint="INPUTS")
+    if output == "-":
+        raise click.BadParameter("--spark writes a directory of part files; give it with -o DIR", param_hint="-o/--output")
+    if Path(output).exists():
+        raise click.BadParameter(f"{output} already exists; Spark writes a new directory: remove it or choose another name", param_hint="-o/--output")
+    check_pyspark()
+
+
+def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: str | None, output_format: str | None, column: str, key: str | None, seed: int | None, oov: str, case: str) -> None:
+    """``deniable privatize --spark``: :func:`deniable.spark.files.privatize_files` on the
+    mechanism built (and its ε resolved from ``--max-nw``) on the driver."""
+    from ..spark.files import detect_table_format, privatize_files
+
+    from ._spark import SparkRun
+
+    kind = detect_table_format(source, fmt)
+    with SparkRun(master) as run:
+        done = run.job(
+            privatize_files, source, output, mech, column=column, fmt=kind, output_format=output_format, spark=run.session, key=key, seed=seed, oov=oov, case=case
+        )
+        where = run.session.sparkContext.master
+    others = [c for c in done["columns"] if c != column]
+    if others:
+        click.echo(f"note: {source}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}", err=True)
+    if oov == "keep":
+        click.echo("warning: --oov keep copies out-of-vocabulary words verbatim, without privacy", err=True)
+    keyed = f"rows keyed by {key!r}" if key is not None else "rows keyed by their text (identical texts, identical outputs)"
+    eps = f"epsilon={float(mech.epsilon):.4g}"
+    choice = getattr(mech, "epsilon_choice", None)
+    click.echo(f"{getattr(mech, 'name', type(mech).__name__)} {eps}: column {column!r} privatized on Spark ({where}), {keyed} -> {output} ({done['format']})", err=True)
+    if choice is not None:
+        click.echo(f"epsilon {choice}", err=True)
 
 
 def _print_report(mech, docs: list[tuple[int, int]], stats: dict[str, int], oov: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import DataError
 from ..integrations._common import require
 
-__all__ = ["TABLE_FORMATS", "spark_session", "detect_table_format", "read_table", "write_table", "privatize_files", "count_ngrams_files"]
+__all__ = ["TABLE_FORMATS", "spark_session", "spark_error_line", "detect_table_format", "read_table", "write_table", "privatize_files", "count_ngrams_files"]
 
 TABLE_FORMATS = ("parquet", "csv", "jsonl", "txt")
 _SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".txt": "txt"}
@@ -37,6 +37,45 @@ def spark_session(master: str | None = "local[*]", *, app_name: str = "deniable"
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)
     return builder.getOrCreate()
+
+
+def spark_error_line(exc: BaseException) -> str | None:
+    """One readable line for an error raised by Spark (a failed job, an unreadable input, a
+    session that cannot start), or ``None`` when ``exc`` is not Spark's.
+
+    A Python error on an executor is reported by its last line (``ValueError: ...``), a JVM
+    error by its message, without stack traces or ``SQLSTATE`` codes."""
+    kinds: list[type] = []
+    try:
+        from pyspark.errors import PySparkException
+
+        kinds.append(PySparkException)
+    except ImportError:
+        pass
+    try:
+        from py4j.protocol import Py4JError
+
+        kinds.append(Py4JError)
+    except ImportError:
+        pass
+    if not kinds or not isinstance(exc, tuple(kinds)):
+        return None
+    text = str(exc).split("JVM stacktrace:")[0]
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
+        start = max(i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last)"))
+        tail = [ln for ln in lines[start + 1 :] if ln and not ln[0].isspace()]
+        if tail:
+            return tail[-1].strip()
+    candidates = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("at ")]
+    # py4j: "An error occurred while calling o42.save." then ": org.apache...Exception: message"
+    for ln in candidates:
+        if ln.startswith(": "):
+            ln = ln[2:]
+            head, sep, rest = ln.partition(": ")
+            return (rest if sep and "." in head and " " not in head else ln).strip()
+    line = candidates[0] if candidates else type(exc).__name__
+    return line.split(" SQLSTATE:")[0].strip()
 
 
 def _suffix_format(name: str) -> str | None:
@@ -154,7 +193,8 @@ def count_ngrams_files(
     ``deniable ngrams release`` reads (:func:`deniable.ngrams.io.save_counts`, on the driver).
 
     ``options`` go to :func:`deniable.spark.count_ngrams` (``max_ngrams_per_user``, ``C``,
-    ``seed``). Returns the :class:`~deniable.ngrams.UserCounts`.
+    ``seed``). Returns the :class:`~deniable.ngrams.UserCounts`. A table without rows is a
+    :class:`~deniable.errors.DataError` (nothing is written).
     """
     from ..ngrams.io import save_counts
     from . import count_ngrams
@@ -165,5 +205,7 @@ def count_ngrams_files(
     if missing:
         raise DataError(f"no column {', '.join(map(repr, missing))} (columns: {', '.join(df.columns)})", path=str(private))
     counts = count_ngrams(df, user_field, text_field, vocabulary, **options)
+    if counts.n_users == 0:
+        raise DataError("no user records; nothing to count", path=str(private))
     save_counts(output, counts, vocabulary)
     return counts

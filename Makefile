@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_tem.py
 	$(BIN)/python benchmarks/bench_brr.py
 	$(BIN)/python benchmarks/bench_ngrams_scale.py --users 200000
+	$(BIN)/python benchmarks/bench_spark.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -32,6 +32,11 @@ from deniable.integrations.keyed import privatize_keyed
 from deniable.text.privatize import privatize_texts
 
 
+def load() -> str:
+    """The 1/5/15-minute load averages (the machine may be shared: read the ratios with them)."""
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def make_texts(vocab: list[str], n_words: int, per_text: int, seed: int = 0) -> list[str]:
     """Texts of ``per_text`` words drawn Zipf-like from the 20,000 most frequent words."""
     rng = np.random.default_rng(seed)
@@ -101,17 +106,17 @@ def main() -> None:
     mech = deniable.get_mechanism("madlib", epsilon=args.epsilon)
     texts = make_texts(mech.vocabulary.words, args.words, args.words_per_text)
     n_words = sum(len(t.split()) for t in texts)
-    print(f"Madlib epsilon={args.epsilon:g}, bundled embedding ({mech.n_words} words); {len(texts):,} texts, {n_words:,} words; cpus: {os.cpu_count()}")
+    print(f"Madlib epsilon={args.epsilon:g}, bundled embedding ({mech.n_words} words); {len(texts):,} texts, {n_words:,} words; cpus: {os.cpu_count()} [{load()}]")
     privatize_texts(mech, texts[:50], rng=0)  # warm-up
 
     base = n_words / single_process(mech, texts)
-    print(f"single process (privatize_texts, 1 MiB batches): {base:,.0f} words/s")
+    print(f"single process (privatize_texts, 1 MiB batches): {base:,.0f} words/s [{load()}]")
     if not args.skip_keyed:
         t = time.perf_counter()
         for s in range(0, len(texts), 10000):
             privatize_keyed(mech, texts[s : s + 10000], range(s, min(s + 10000, len(texts))), seed=0, stream="text")
         keyed = n_words / (time.perf_counter() - t)
-        print(f"single process, keyed per row (privatize_keyed): {keyed:,.0f} words/s ({keyed / base:.2f}x)")
+        print(f"single process, keyed per row (privatize_keyed): {keyed:,.0f} words/s ({keyed / base:.2f}x) [{load()}]")
 
     per_core = {}
     for master in [m.strip() for m in args.masters.split(",") if m.strip()]:
@@ -119,11 +124,11 @@ def main() -> None:
         secs, warm = spark_run(master, mech, texts, max(1, cores * args.partitions_per_core))
         wps = n_words / secs
         per_core[master] = (wps, cores)
-        print(f"spark {master}: {wps:,.0f} words/s ({wps / base:.2f}x single process; warm-up job {warm:.1f} s, not counted)")
+        print(f"spark {master}: {wps:,.0f} words/s ({wps / base:.2f}x single process; warm-up job {warm:.1f} s, not counted) [{load()}]")
     # the machine is shared: measure the reference again after the Spark runs and compare with both
     again = n_words / single_process(mech, texts)
     mean = (base + again) / 2
-    print(f"single process again, after the Spark runs: {again:,.0f} words/s (before: {base:,.0f}; mean {mean:,.0f})")
+    print(f"single process again, after the Spark runs: {again:,.0f} words/s (before: {base:,.0f}; mean {mean:,.0f}) [{load()}]")
     for master, (wps, _) in per_core.items():
         print(f"spark {master} / mean single process: {wps / mean:.2f}x")
     if len(per_core) >= 2:

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test install bench clean browser
+.PHONY: demo test lint install bench clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# ruff and mypy (both from the test extra), configured in pyproject.toml
+lint: $(STAMP)
+	$(BIN)/python -m ruff check src tests benchmarks scripts
+	$(BIN)/python -m mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_madlib.py

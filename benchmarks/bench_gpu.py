@@ -48,7 +48,7 @@ except ImportError:  # pragma: no cover
     sys.exit("bench_gpu.py needs torch: pip install 'deniable[torch]'")
 
 ROWS: list[dict] = []
-print = functools.partial(print, flush=True)  # noqa: A001 - progress shows up in captured logs
+print = functools.partial(print, flush=True)
 
 
 def sync(device: str) -> None:
@@ -248,7 +248,7 @@ def main() -> None:
             idx = TorchEuclideanIndex(emb.vectors, device=dev, precision=precision, exact=ex)
             idx.search_tensor(Q[:1024])
             idx.stats = {"queries": 0, "reranked": 0}
-            t = timed(lambda: idx.search_tensor(Q), dev, repeat=2)
+            t = timed(lambda: idx.search_tensor(Q), dev, repeat=2)  # noqa: F821 (ruff misreads the del below)
             got = idx.search_tensor(Q)
             row(
                 path="precision",
@@ -340,7 +340,7 @@ def main() -> None:
     print(f"  madlib >= 1e6 words/s: {mad:,.0f} {'PASS' if mad >= 1e6 else 'FAIL'}")
     print(f"  madlib >= 30% of fp32 GEMM bound: {mad / bound:.1%} {'PASS' if mad / bound >= 0.3 else 'FAIL'}")
     print(f"  brr >= 3x madlib: {id_wps['brr'] / mad:.1f}x {'PASS' if id_wps['brr'] >= 3 * mad else 'FAIL'}")
-    tx = [r for r in ROWS if r.get("path") == "text" and r["mechanism"] == "madlib"][0]
+    tx = next(r for r in ROWS if r.get("path") == "text" and r["mechanism"] == "madlib")
     print(f"  text path >= 30% of id path (madlib): {tx['parallel_over_id_path']:.1%} {'PASS' if tx['parallel_over_id_path'] >= 0.3 else 'FAIL'}")
     if args.json:
         meta = {"device": name, "torch": torch.__version__, "cpu_cores": os.cpu_count(), "gemm_flops": flops, "bound_madlib": bound, "bound_brr": bound_brr}

@@ -18,9 +18,9 @@ a few hundred users and extrapolated — and checks that both agree on those use
 from __future__ import annotations
 
 import argparse
-import warnings
 import resource
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp

@@ -346,7 +346,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
     groups: dict = defaultdict(list)
     for r in recs:
         groups[(r["dataset"], r["mechanism"], float(r["level"]))].append(r)
-    order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)  # noqa: E731
+    order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)
     lines = []
     for d in [x for x in ("sms", "imdb", "blogs") if any(k[0] == x for k in groups)]:
         keys = sorted((k for k in groups if k[0] == d), key=lambda k: (k[2], order(k[1])))
@@ -365,7 +365,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
             for k in keys:
                 rs = groups[k]
                 inv = [r.get("inversion") for r in rs]
-                get = lambda name: [100 * i[name] for i in inv if i] if any(inv) else []  # noqa: E731
+                get = lambda name: [100 * i[name] for i in inv if i] if any(inv) else []
                 mia = _ci95([r["mia"]["auc"] * 100 for r in rs])
                 audit = _ci95([r["mia_audit"]["auc"] * 100 for r in rs if "mia_audit" in r])
                 audit_cell = f" {audit} |" if has_audit else ""

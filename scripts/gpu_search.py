@@ -68,7 +68,7 @@ class TorchHammingIndex:
                 q = torch.from_numpy(np.where(q_bits[s : s + self.batch], 1.0, -1.0).astype(np.float16)).to(self.device)
                 S = q @ self.C.T  # n_bits - 2·Hamming, exact in float16
                 best = S.max(dim=1, keepdim=True).values
-                mask = S == best
+                mask = best == S
                 count = mask.sum(dim=1)
                 uu = torch.from_numpy(u[s : s + q.shape[0]]).to(self.device)
                 rank = torch.minimum((uu * count).floor().long(), count - 1)

@@ -15,13 +15,13 @@ Writes ``docs/results/ngrams.md`` (tables, the command, notes) and ``build/ngram
 from __future__ import annotations
 
 import argparse
-import warnings
 import csv
 import gzip
 import json
 import re
 import sys
 import time
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -30,7 +30,7 @@ import numpy as np
 from deniable import ngrams
 from deniable.errors import PrivacyWarning
 from deniable.ngrams.bayesian import prepare_bayesian, prior_mean, weighted_log_counts
-from deniable.ngrams.counting import clamp_counts, cap_user_totals
+from deniable.ngrams.counting import cap_user_totals, clamp_counts
 from deniable.ngrams.gaussian import analytic_sigma
 from deniable.ngrams.io import load_counts, save_counts
 from deniable.ngrams.sensitivity import log_count_stats, per_user_sensitivity
@@ -137,7 +137,7 @@ def main() -> None:
     W_rule = max(1.0, n_users / 1000.0)  # §4.3: |U|/1000
     log(f"train users {n_users}, test users {len(test_rows)}, C={C}, W(rule)={W_rule:g}")
 
-    res: dict = {"setup": {"vocab": len(vocab), "train_users": int(n_users), "test_users": int(len(test_rows)), "C": C, "W_rule": W_rule,
+    res: dict = {"setup": {"vocab": len(vocab), "train_users": int(n_users), "test_users": len(test_rows), "C": C, "W_rule": W_rule,
                            "train_tokens": int(X.sum()), "test_tokens": int(test_counts.sum()), "dropped_private_tokens": int(users.dropped),
                            "public_tokens": int(public_tokens), "smoothing": SMOOTH, "seeds": args.seeds, "epsilons": epsilons}}
 

@@ -49,12 +49,11 @@ import scipy.sparse as sp
 
 from deniable import ngrams
 from deniable.errors import PrivacyWarning
-from deniable.ngrams.bayesian import prior_mean
+from deniable.ngrams.bayesian import prior_mean, weighted_log_counts
 from deniable.ngrams.formal import DEFAULT_TUNE_RHO_GRID, DEFAULT_TUNE_S_GRID, column_sums, posterior_log_probs
 from deniable.ngrams.gaussian import analytic_sigma
 from deniable.ngrams.io import load_counts
 from deniable.ngrams.sensitivity import exact_sensitivity, log_count_stats
-from deniable.ngrams.bayesian import weighted_log_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "ngrams_counts_v50000.npz"
@@ -143,7 +142,7 @@ def run_one(X: sp.csr_matrix, alpha: np.ndarray, P: np.ndarray, eps: float, seed
     out["laplace_public"] = kl(P, ngrams.release(X, alpha, epsilon=eps, delta=DELTA, mechanism="laplace-public", C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g).probabilities)
     out["public"] = kl(P, ngrams.public_release(alpha, [str(i) for i in range(alpha.size)]).probabilities)
     # the paper's Algorithm 1 with the local exact sensitivity, oracle (S, rho)
-    stats, clamped = local_gammas["stats"], local_gammas["clamped"]
+    stats, _clamped = local_gammas["stats"], local_gammas["clamped"]
     best = (np.inf, None, None)
     for S in LOCAL_S_GRID:
         r_vec = weighted_log_counts(stats, S, C)

@@ -11,13 +11,15 @@ Every random function takes ``rng`` (None, an int seed, or a numpy Generator).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._rng import as_generator
 from ._version import __version__
+from .calibration import equivalent_epsilon, plausible_deniability, select_epsilon
 from .embeddings import UNK_ID, Embedding, load_embedding
 from .errors import DataError, DeniableWarning, PrivacyWarning
 from .mechanisms import Guarantee, Madlib, Mahalanobis, Mechanism, available_mechanisms, get_mechanism, register_mechanism
 from .mechanisms.tem import TEM
-from .calibration import equivalent_epsilon, plausible_deniability, select_epsilon
 
 
 def _connect_layers() -> None:
@@ -27,7 +29,7 @@ def _connect_layers() -> None:
     from .mechanisms import registry
     from .text import privatize
 
-    def build_torch(name: str, embedding: object, **kwargs: object) -> Mechanism:
+    def build_torch(name: str, embedding: Any, **kwargs: Any) -> Mechanism:
         from .backends.torch_backend import build
 
         return build(name, embedding, **kwargs)

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from .errors import DataError
 
@@ -57,10 +57,10 @@ def atomic_output(path: str | os.PathLike[str], *, mode: str = "w", encoding: st
     if not folder.is_dir():
         raise DataError("output folder does not exist", path=folder)
     with atomic_binary(target) as raw:
-        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": newline}
+        kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": encoding, "newline": newline}
         if target.suffix == ".gz":
             with gzip.open(raw, mode if "b" in mode else mode.replace("t", "") + "t", **kwargs) as f:
-                yield f
+                yield f  # type: ignore[misc]  # GzipFile is a binary IO
         elif "b" in mode:
             yield raw
         else:

@@ -15,11 +15,11 @@ at generating noise, a few percent of a Madlib run.
 from __future__ import annotations
 
 import secrets
-from typing import Literal, Union
+from typing import Literal
 
 import numpy as np
 
-RNGLike = Union[None, int, np.integer, np.random.SeedSequence, np.random.Generator, Literal["secure"]]
+RNGLike = None | int | np.integer | np.random.SeedSequence | np.random.Generator | Literal["secure"]
 
 __all__ = ["RNGLike", "as_generator", "spawn", "secure_generator"]
 

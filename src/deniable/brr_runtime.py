@@ -55,11 +55,11 @@ CHUNK = 4096
 MAX_BITS = 65535  # distances are accumulated in uint16
 _FIXED = struct.Struct("<8sII")  # magic, version, header length
 _DIGEST = 32
-_WORD_RE: "re.Pattern[str] | None" = None
+_WORD_RE: re.Pattern[str] | None = None
 _MEMORY_CELLS = 1 << 22  # distance cells per search block (bounds memory to ~40 MiB)
 
 
-def word_pattern() -> "re.Pattern[str]":
+def word_pattern() -> re.Pattern[str]:
     """Runs of characters that are neither whitespace nor Unicode punctuation (built once)."""
     global _WORD_RE
     if _WORD_RE is None:
@@ -270,7 +270,7 @@ def load_bundle(path) -> Bundle:
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse with usage errors as one ``error: ...`` line (exit status 2)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):  # type: ignore[no-untyped-def,unused-ignore]
         print(f"error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
 

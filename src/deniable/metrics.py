@@ -16,13 +16,12 @@ privacy guarantees that use it to hold.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Union
 
 import numpy as np
 
 __all__ = ["METRICS", "MetricLike", "get_metric", "pairwise_distances", "paired_distances", "metric_name"]
 
-MetricLike = Union[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]
+MetricLike = str | Callable[[np.ndarray, np.ndarray], np.ndarray]
 METRICS = ("euclidean", "manhattan", "chebyshev", "angular", "hamming")
 # bytes of temporaries per block of the broadcasting metrics
 _BLOCK_BYTES = 64 << 20

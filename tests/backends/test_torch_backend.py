@@ -10,7 +10,7 @@ from scipy import stats
 
 torch = pytest.importorskip("torch")
 
-from deniable import Embedding, UNK_ID, get_mechanism  # noqa: E402
+from deniable import UNK_ID, Embedding, get_mechanism  # noqa: E402
 from deniable.backends.torch_backend import (  # noqa: E402
     TorchBRR,
     TorchEuclideanIndex,

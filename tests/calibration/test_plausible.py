@@ -230,7 +230,8 @@ def test_table_exports(tmp_path):
     json.dumps(d)  # JSON-ready (inf -> None)
     assert d["method"] == "sampled" and d["columns"]["s_w_high"] == [None, None]
     r.to_csv(tmp_path / "t.csv")
-    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
+    with open(tmp_path / "t.csv") as f:
+        rows = list(csv.DictReader(f))
     assert rows[1]["word"] == "w5" and float(rows[1]["n_w"]) == r.n_w[1]
 
 

@@ -17,7 +17,6 @@ from deniable.binary import BinaryEmbedding
 from deniable.calibration.plausible import plausible_deniability
 from deniable.calibration.targets import (
     Calibration,
-    calibration_for,
     calibration_key,
     check_target,
     compute_calibration,

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from deniable import DataError, DeniableWarning, Embedding, UNK_ID, load_embedding
+from deniable import UNK_ID, DataError, DeniableWarning, Embedding, load_embedding
 
 
 def test_basic_access():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import deniable
-from deniable import DataError, Embedding
+from deniable import Embedding
 from deniable.mechanisms.base import Mechanism
 
 

@@ -72,7 +72,7 @@ def test_bag_of_words_tfidf_binary_and_unseen_words():
     np.testing.assert_allclose(norms, [1, 1, 1, 0, 1], atol=1e-12)
     np.testing.assert_allclose(X[4].toarray(), X[0].toarray())  # case-insensitive
     # tf-idf by hand for text 0: tf(a)=2, tf(b)=1; n=3, df(a)=1, df(b)=2
-    idf = lambda df: np.log(4 / (1 + df)) + 1
+    idf = lambda df: np.log(4 / (1 + df)) + 1  # noqa: E731
     v = np.array([(1 + np.log(2)) * idf(1), idf(2)])
     np.testing.assert_allclose(X[0].toarray()[0, :2], v / np.linalg.norm(v))
     Xb = BagOfWords(weighting="binary").fit(train).transform(train)

@@ -8,8 +8,8 @@ from scipy import stats
 
 import deniable
 from deniable.integrations.keyed import (
-    keyed_bound_contributions,
     key_bytes,
+    keyed_bound_contributions,
     philox_key,
     privatize_keyed,
     row_generator,

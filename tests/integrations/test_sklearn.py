@@ -10,12 +10,12 @@ import deniable
 from ..conftest import random_embedding
 
 pytest.importorskip("sklearn")
-from sklearn.base import clone  # noqa: E402
-from sklearn.feature_extraction.text import CountVectorizer  # noqa: E402
-from sklearn.linear_model import LogisticRegression  # noqa: E402
-from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.base import clone
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
 
-from deniable.integrations.sklearn import PrivatizeTransformer  # noqa: E402
+from deniable.integrations.sklearn import PrivatizeTransformer
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from deniable import Embedding, Madlib, Mahalanobis, UNK_ID, get_mechanism
+from deniable import UNK_ID, Embedding, Madlib, Mahalanobis, get_mechanism
 from deniable.mechanisms.madlib import sample_laplace_directions
 
 P_MIN = 1e-4  # statistical tests fail below this p-value (fixed seeds)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deniable import Embedding, UNK_ID, available_mechanisms, get_mechanism
+from deniable import UNK_ID, Embedding, available_mechanisms, get_mechanism
 
 # mechanisms whose exact output distribution is exposed, with parameters that fit a tiny vocabulary
 EXACT = {

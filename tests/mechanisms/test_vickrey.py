@@ -4,6 +4,8 @@ that must fail), the Mahalanobis variant against an independent reference, edge 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import integrate, stats
@@ -43,7 +45,7 @@ def exact_1d(x: np.ndarray, eps: float, t: float) -> np.ndarray:
         edges = [-L] + [b for b in brk if -L < b < L] + [L]
         for i in range(n):
             tot = 0.0
-            for a, b in zip(edges[:-1], edges[1:]):
+            for a, b in itertools.pairwise(edges):
                 tot += integrate.quad(lambda z: 0.5 * eps * np.exp(-eps * abs(z)) * sel(x[j] + z)[i], a, b, epsabs=1e-12, epsrel=1e-10)[0]
             P[j, i] = tot
     return P

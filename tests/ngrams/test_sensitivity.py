@@ -32,7 +32,7 @@ def test_exact_equals_brute_force(seed, S, C):
 
 def test_claim1_never_below_exact_on_skewed_data():
     rng = np.random.default_rng(7)
-    for trial in range(30):
+    for _trial in range(30):
         users, vocab = int(rng.integers(2, 40)), int(rng.integers(2, 30))
         dense = rng.zipf(1.5, size=(users, vocab)) * (rng.random((users, vocab)) < rng.uniform(0.05, 0.9))
         for C in (1, 3):

@@ -8,14 +8,10 @@ import pytest
 pytest.importorskip("fastapi", reason="the service needs the serve extra: pip install 'deniable[serve]'")
 pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 
-from deniable import Embedding  # noqa: E402
-from deniable.binary import BinaryEmbedding  # noqa: E402
+from deniable import Embedding
+from deniable.binary import BinaryEmbedding
 
-WORDS = (
-    "the a meet me at station noon tomorrow we will go to park city river bank money send call phone "
-    "doctor hospital visit friend house street car train bus walk run fast slow big small red blue green "
-    "cat dog bird tree"
-).split()
+WORDS = ["the", "a", "meet", "me", "at", "station", "noon", "tomorrow", "we", "will", "go", "to", "park", "city", "river", "bank", "money", "send", "call", "phone", "doctor", "hospital", "visit", "friend", "house", "street", "car", "train", "bus", "walk", "run", "fast", "slow", "big", "small", "red", "blue", "green", "cat", "dog", "bird", "tree"]
 
 
 def small_vocab(seed: int = 0) -> tuple[Embedding, BinaryEmbedding]:

@@ -6,10 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deniable import get_mechanism
+from deniable.service.pool import privatize_detailed
 from deniable.text.privatize import privatize_texts
 from deniable.text.tokenize import lookup_key, split_words
-
-from deniable.service.pool import privatize_detailed
 
 from .conftest import WORDS, small_vocab
 

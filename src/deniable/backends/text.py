@@ -17,6 +17,7 @@ and case rules: the workers run the same code).
 from __future__ import annotations
 
 import atexit
+import itertools
 import multiprocessing
 import os
 import warnings
@@ -121,7 +122,7 @@ class ParallelPrivatizer:
         self.min_words_per_worker = check_int("min_words_per_worker", min_words_per_worker, minimum=1)
         if start_method is None:
             start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-        self._ctx = multiprocessing.get_context(start_method)
+        self._ctx: Any = multiprocessing.get_context(start_method)
         self._conns: list[Any] = []
         self._procs: list[Any] = []
 
@@ -174,7 +175,7 @@ class ParallelPrivatizer:
         cum = np.cumsum(lengths)
         cuts = np.searchsorted(cum, total * np.arange(1, k) / k, side="left") + 1
         bounds = np.unique(np.r_[0, np.minimum(cuts, len(texts)), len(texts)])
-        return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
 
     def privatize_texts(
         self,

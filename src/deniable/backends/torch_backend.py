@@ -172,7 +172,7 @@ class TorchEuclideanIndex:
         self._max_norm = float(np.sqrt(e2.max()))
         self.vectors = torch.from_numpy(v).to(self.device)
         self._e2 = torch.from_numpy(e2.astype(np.float32)).to(self.device)
-        self._low = self.vectors.to(torch.bfloat16) if precision == "bf16" else None
+        self._low: Any = self.vectors.to(torch.bfloat16) if precision == "bf16" else None
         #: Counters: queries searched and queries re-ranked in float64.
         self.stats = {"queries": 0, "reranked": 0}
 
@@ -222,7 +222,8 @@ class TorchEuclideanIndex:
             for s in range(0, n, qb):
                 qq = q[s : s + qb]
                 q_low = qq.to(torch.bfloat16) if self._low is not None else None
-                top_v = top_i = None
+                top_v: Any = None
+                top_i: Any = None
                 for v0 in range(0, V, vb):
                     w = min(vb, V - v0)
                     sc = self._scores(qq, q_low, v0, w)
@@ -373,7 +374,7 @@ class TorchHammingIndex:
         from ..binary.codes import unpack_bits
 
         q = np.asarray(queries)
-        n = q.shape[0]
+        n = int(q.shape[0])
         u = as_generator(rng).random(n) if ties is None else np.asarray(ties, dtype=np.float64).reshape(-1)
         if u.shape[0] != n:
             raise ValueError(f"ties must have one uniform per query ({n}), got {u.shape[0]}")
@@ -568,6 +569,8 @@ class TorchBRR(_TorchMixin, BRR):
         ``"auto"`` or ``"exact"`` (both: the exact device search).
     """
 
+    index: Any  # a TorchHammingIndex (BRR's is a HammingSearch)
+
     def __init__(
         self,
         binary_embedding: Any = None,
@@ -616,7 +619,7 @@ class TorchBRR(_TorchMixin, BRR):
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), **self._backend_params()}
 
-    def __reduce__(self):  # type: ignore[override]
+    def __reduce__(self):
         return (_rebuild_brr, (self.binary_embedding, self.epsilon, str(self.device), self._memory_bytes))
 
 

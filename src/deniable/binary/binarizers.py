@@ -221,7 +221,7 @@ class AutoencoderBinarizer(Binarizer):
     def fit(self, vectors: np.ndarray, rng: RNGLike = None) -> AutoencoderBinarizer:
         x = self._prepare(vectors)
         gen = as_generator(rng)
-        n, d = x.shape
+        _n, d = x.shape
         # Glorot-uniform initialization of W (n_bits x d).
         lim = np.sqrt(6.0 / (d + self.n_bits))
         w0 = gen.uniform(-lim, lim, size=(self.n_bits, d))
@@ -285,7 +285,7 @@ class AutoencoderBinarizer(Binarizer):
         opt = torch.optim.Adam([W, c, s] if self.encoder_bias else [W, s], lr=self.lr)
         eye = torch.eye(self.n_bits)
         n = X.shape[0]
-        for epoch in range(self.epochs):
+        for _epoch in range(self.epochs):
             perm = torch.randperm(n, generator=tg)
             total = 0.0
             for i in range(0, n, self.batch_size):

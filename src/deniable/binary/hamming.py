@@ -279,7 +279,7 @@ class FaissBinaryIndex:
         D = D.astype(np.int64)
         I = I.astype(np.int64)
         found = I >= 0
-        tied = found & (D == D[:, :1])
+        tied = found & (D[:, :1] == D)
         redo = ~found[:, 0] | ((tied.sum(axis=1) == self.k) & (self.k < self.size))
         keyed = np.where(tied, I, np.iinfo(np.int64).max)
         keyed.sort(axis=1)

@@ -15,8 +15,8 @@ Plots (:mod:`deniable.calibration.plots`) need the ``plot`` extra (matplotlib).
 """
 
 from .document import DocumentGuarantee, document_bound, document_guarantee
-from .privacy_ratio import MetricStats, equivalent_epsilon, mechanism_metric_stats, metric_stats
 from .plausible import PlausibleDeniability, effective_support, extreme_words, plausible_deniability, select_words, wilson_interval
+from .privacy_ratio import MetricStats, equivalent_epsilon, mechanism_metric_stats, metric_stats
 from .report import example_replacements, render_html, run_calibration, write_html
 from .select import EpsilonSelection, meets_targets, select_epsilon
 from .sweep import Sweep, summarize, sweep_epsilons

@@ -111,7 +111,7 @@ def plot_percentiles(sweeps: Sequence[Any] | Any, stat: str = "n_w", *, path: st
     fig = _figure(8.0, 4.2)
     ax = fig.subplots()
     colours = ["#3b6ea5", "#b5542d", "#4a8c3a", "#7a4e9c", "#c79a1c", "#333333", "#1b9e9e", "#d4477a"]
-    styles = {5: ":", 50: "-", 95: "--"}
+    styles: dict[int, Any] = {5: ":", 50: "-", 95: "--"}
     handles = []
     for i, sweep in enumerate(sweeps):
         sw = _as_dict(sweep)

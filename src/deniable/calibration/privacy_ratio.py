@@ -216,13 +216,13 @@ def equivalent_epsilon(epsilon_a: float, metric_a: SpaceLike, metric_b: SpaceLik
 
 
 # -- per-mechanism statistics, cached ----------------------------------------------------------
-_BY_INSTANCE: "weakref.WeakKeyDictionary[Any, MetricStats]" = weakref.WeakKeyDictionary()
-_BY_KEY: "OrderedDict[tuple, MetricStats]" = OrderedDict()
+_BY_INSTANCE: weakref.WeakKeyDictionary[Any, MetricStats] = weakref.WeakKeyDictionary()
+_BY_KEY: OrderedDict[tuple, MetricStats] = OrderedDict()
 _KEY_CACHE_SIZE = 16
 _DISK_VERSION = "metric-stats-v1"
 
 
-def _space_of(mechanism: Any) -> tuple[tuple | None, Any, MetricLike]:
+def _space_of(mechanism: Any) -> tuple[tuple | None, Any, MetricLike | None]:
     """(cache key or None, points, metric) describing the mechanism's guarantee metric."""
     from ..mechanisms.base import EmbeddingMechanism
     from ..mechanisms.mahalanobis import Mahalanobis
@@ -257,7 +257,7 @@ def _distance_stats(mechanism: Any, memory_bytes: int) -> MetricStats:
         d = np.asarray(mechanism.distance(a, b), dtype=np.float64)
         parts.append(float(d.sum()))
         dmax = max(dmax, float(d.max()))
-    name = getattr(mechanism, "guarantee").metric
+    name = mechanism.guarantee.metric
     return MetricStats(avg=math.fsum(parts) / (float(n) * n), max=dmax, n=n, metric=name)
 
 
@@ -316,7 +316,7 @@ def mechanism_metric_stats(mechanism: Any, *, memory_bytes: int = _DEFAULT_MEMOR
     elif key is not None and (cached := _load_disk(key)) is not None:
         stats = cached
     elif points is not None:
-        stats = metric_stats(points, metric, memory_bytes=memory_bytes, progress=progress)
+        stats = metric_stats(points, metric or "euclidean", memory_bytes=memory_bytes, progress=progress)
         if key is not None:
             _save_disk(key, stats)
     else:

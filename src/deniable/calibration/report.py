@@ -101,7 +101,7 @@ def run_calibration(
         word_ids = select_words(first, int(words), rng=g_words)
         word_list = [first.vocabulary.words[i] for i in word_ids.tolist()]
     else:
-        word_list = list(words)
+        word_list = list(words)  # type: ignore[arg-type]  # a sequence of words here
     sweep = sweep_epsilons(
         factory, eps, word_list, draws=draws, eta=eta, rng=g_sweep, method=method,
         confidence=confidence, progress=progress,

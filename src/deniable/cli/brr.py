@@ -43,9 +43,9 @@ def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: s
     """
     from importlib import resources
 
-    from ._io import atomic_output
     from ..binary import DEFAULT_BINARY_FILE, DEFAULT_METHOD, BinaryEmbedding, binarize
     from ..embeddings import load_embedding
+    from ._io import atomic_output
 
     if embedding_path is None and limit is None and n_bits == 256 and method in (None, DEFAULT_METHOD) and seed == 0:
         ref = resources.files("deniable.binary") / "data" / DEFAULT_BINARY_FILE

@@ -112,7 +112,7 @@ def calibrate(
     unknown = sorted(set(kw) - set(known)) if known is not None else []
     if unknown:
         raise click.BadParameter(
-            f"unknown {mechanism} parameter(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}", param_hint="--param"
+            f"unknown {mechanism} parameter(s) {', '.join(unknown)}; known: {', '.join(known or []) or 'none'}", param_hint="--param"
         )
     _check_output_path(json_path, "--json", dash=True)
     _check_output_path(report_path, "--report", dash=False)

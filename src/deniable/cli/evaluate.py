@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from ..mechanisms.registry import available_mechanisms
-
 import csv
 import gzip
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import click
 import numpy as np
 
 from ..errors import DataError
+from ..mechanisms.registry import available_mechanisms
 from ._io import atomic_output, progress
 from ._options import epsilons_option, parse_params
 from .privatize import build_mechanism
@@ -35,7 +35,7 @@ def read_labelled(path: str, text_column: str, label_column: str, split_column: 
     try:
         with opener(p, "rt", encoding="utf-8", newline="") as f:
             if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
-                rows = (json.loads(line) for line in f if line.strip())
+                rows: Iterator[Any] = (json.loads(line) for line in f if line.strip())
                 start = 1
             else:
                 csv.field_size_limit(sys.maxsize)

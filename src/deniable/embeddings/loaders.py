@@ -14,7 +14,6 @@ parsed by one numpy call, never one Python ``float()`` per value.
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import re
 import warnings
@@ -300,7 +299,7 @@ def _load_word2vec_binary(path: Path, limit: int | None) -> Embedding:
         n, dim = int(m.group(1)), int(m.group(2))
         if limit is not None:
             n = min(n, limit)
-        data = f.read() if not isinstance(f, io.BufferedReader) else f.read()
+        data = f.read()
     if n == 0 or dim == 0:
         raise DataError("the embedding file declares no words or no dimensions", path=path, line=1)
     width = 4 * dim

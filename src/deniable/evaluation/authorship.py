@@ -50,9 +50,9 @@ class AuthorProfiles:
     def __init__(self, *, min_authors: int = 1, max_features: int | None = None) -> None:
         self.min_authors = check_int("min_authors", min_authors, minimum=1)
         self.bow = BagOfWords(weighting="count", max_features=max_features)
-        self.authors_: np.ndarray | None = None
-        self.idf_: np.ndarray | None = None
-        self.profiles_: sp.csr_matrix | None = None
+        self.authors_: Any = None  # an array once fitted
+        self.idf_: Any = None  # an array once fitted
+        self.profiles_: Any = None  # a sparse matrix once fitted
 
     def fit(self, texts: Sequence[str], authors: Any) -> AuthorProfiles:
         texts = _check_texts("texts", texts)
@@ -96,7 +96,7 @@ class AuthorProfiles:
             S = np.asarray((Q[s : s + block] @ PT).todense())
             rows = np.arange(S.shape[0])
             true = S[rows, pos[s : s + block]]
-            r = (S >= true[:, None]).sum(axis=1) - 1
+            r = (true[:, None] <= S).sum(axis=1) - 1
             ranks[s : s + block] = np.where(known[s : s + block], r, n_auth)
         return ranks
 

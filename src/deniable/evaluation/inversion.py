@@ -383,7 +383,7 @@ def inversion_attack(
         G = _fill_guesses(G, y, top_prior, k)
 
     hit1 = G[:, 0] == x
-    hitk = (G == x[:, None]).any(axis=1)
+    hitk = (x[:, None] == G).any(axis=1)
     r = rare_word[x]
     n, nr = int(x.size), int(r.sum())
     rate = lambda h, m: float(h.sum()) / m if m else math.nan  # noqa: E731

@@ -71,7 +71,7 @@ class UniformMechanism(Mechanism):
         self.vocabulary = vocabulary
 
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return rng.integers(0, self.n_words, size=ids.shape[0])
+        return rng.integers(0, self.n_words, size=int(ids.shape[0]))
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         return (np.asarray(ids_a) != np.asarray(ids_b)).astype(np.float64)

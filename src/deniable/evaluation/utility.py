@@ -167,9 +167,9 @@ class BagOfWords:
         self.weighting = weighting
         self.min_df = check_int("min_df", min_df, minimum=1)
         self.max_features = None if max_features is None else check_int("max_features", max_features, minimum=1)
-        self.vocabulary_: np.ndarray | None = None
+        self.vocabulary_: Any = None  # an array once fitted
         self._index: dict[str, int] = {}
-        self.idf_: np.ndarray | None = None
+        self.idf_: Any = None  # an array once fitted
 
     def fit(self, texts: Sequence[str]) -> BagOfWords:
         """Learn the vocabulary (sorted words) and document frequencies from ``texts``."""
@@ -258,9 +258,9 @@ class LogisticRegression:
         self.fit_intercept = fit_intercept
         self.max_iter = check_int("max_iter", max_iter, minimum=1)
         self.tol = check_positive("tol", tol)
-        self.classes_: np.ndarray | None = None
-        self.coef_: np.ndarray | None = None  # (n_features, n_classes)
-        self.intercept_: np.ndarray | None = None  # (n_classes,)
+        self.classes_: Any = None  # an array once fitted
+        self.coef_: Any = None  # (n_features, n_classes) once fitted
+        self.intercept_: Any = None  # (n_classes,) once fitted
         self.n_iter_: int = 0
         self.converged_: bool = False
 

@@ -375,7 +375,7 @@ def privatize_keyed(
             words += counts[stop]
             stop += 1
         sampler = _KeyedSampler(mechanism, counts[start:stop], keys[start:stop])
-        new = privatize_texts(sampler, batch[start:stop], rng=_UNUSED_RNG, oov=oov, case=case, stats=stats)  # type: ignore[arg-type]
+        new = privatize_texts(sampler, batch[start:stop], rng=_UNUSED_RNG, oov=oov, case=case, stats=stats)
         for i, t in zip(rows[start:stop], new):
             out[i] = t
         start = stop

@@ -21,6 +21,7 @@ The files contain a pickle: load only shipments you made (as with any Spark clos
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import io
 import os
@@ -181,7 +182,7 @@ class _Unpickler(pickle.Unpickler):
 def _unpack(paths: list[str], digest: str) -> Any:
     by_name = {os.path.basename(p): p for p in paths}
     with open(paths[0], "rb") as f:
-        return _Unpickler(f, by_name, digest).load()  # type: ignore[arg-type]
+        return _Unpickler(f, by_name, digest).load()
 
 
 def _workdir() -> Path:
@@ -190,6 +191,18 @@ def _workdir() -> Path:
         _WORKDIR = Path(tempfile.mkdtemp(prefix="deniable-ship-"))
         atexit.register(shutil.rmtree, _WORKDIR, True)
     return _WORKDIR
+
+
+def _write_npy(array: np.ndarray, f: Any) -> None:
+    np.save(f, array, allow_pickle=False)
+
+
+def _write_vectors(embedding: Any, f: Any) -> None:
+    np.save(f, np.ascontiguousarray(embedding.vectors, dtype="<f4"), allow_pickle=False)
+
+
+def _write_bytes(data: bytes, f: Any) -> None:
+    f.write(data)
 
 
 def pack(obj: Any, directory: str | os.PathLike[str] | None = None, *, min_array_bytes: int = 1 << 20) -> Shipment:
@@ -226,12 +239,12 @@ def pack(obj: Any, directory: str | os.PathLike[str] | None = None, *, min_array
     folder.mkdir(parents=True, exist_ok=True)
     parts: list[tuple[str, Callable[[Any], Any], int]] = []
     for i, a in enumerate(p.arrays):
-        parts.append((f"deniable-{digest}-{i}.npy", lambda f, a=a: np.save(f, a, allow_pickle=False), a.nbytes))
+        parts.append((f"deniable-{digest}-{i}.npy", functools.partial(_write_npy, a), a.nbytes))
     for j, e in enumerate(p.embeddings):
         meta = json.dumps({"words": e.words, "source": e.source}, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        parts.append((f"deniable-{digest}-e{j}.json", lambda f, m=meta: f.write(m), len(meta)))
-        parts.append((f"deniable-{digest}-e{j}.npy", lambda f, e=e: np.save(f, np.ascontiguousarray(e.vectors, dtype="<f4"), allow_pickle=False), e.vectors.nbytes))
-    parts.insert(0, (f"deniable-{digest}.pkl", lambda f: f.write(payload), len(payload)))
+        parts.append((f"deniable-{digest}-e{j}.json", functools.partial(_write_bytes, meta), len(meta)))
+        parts.append((f"deniable-{digest}-e{j}.npy", functools.partial(_write_vectors, e), e.vectors.nbytes))
+    parts.insert(0, (f"deniable-{digest}.pkl", functools.partial(_write_bytes, payload), len(payload)))
     for name, write, _ in parts[1:] + parts[:1]:  # the pickle last: its presence means complete
         target = folder / name
         if not target.exists():

@@ -180,7 +180,7 @@ def subset_knn(
     k: int,
     metric: str | Callable[..., np.ndarray],
     *,
-    cache_dir: str | os.PathLike[str] | None | bool = None,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
     memory_bytes: int = 64 << 20,
     progress: bool | None = False,
     tag: str = "subset",

@@ -35,7 +35,7 @@ class FreeScanner:
             self._Xc = X
             self._sqc = np.einsum("ij,ij->i", X, X)
         else:
-            self._X = None
+            self._X = None  # type: ignore[assignment]  # other metrics scan with the metric function
 
     def nearest(self, head: int, free: np.ndarray, need: int) -> np.ndarray:
         """Ids of the ``need`` nearest free words to word ``head`` (exact distances, ties by id)."""

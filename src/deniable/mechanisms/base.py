@@ -76,7 +76,7 @@ class Mechanism(ABC):
 
             guarantee._with_choice = True  # type: ignore[attr-defined]
             guarantee.__doc__ = fget.__doc__
-            cls.guarantee = property(guarantee, doc=prop.__doc__)  # type: ignore[method-assign]
+            cls.guarantee = property(guarantee, doc=prop.__doc__)  # type: ignore[assignment]
 
     def __init__(self, vocabulary: Any, *, epsilon: float) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
@@ -173,7 +173,7 @@ class Mechanism(ABC):
         return self.epsilon * float(self.distance(np.array([a]), np.array([b]))[0])
 
     @overload
-    def privatize(self, texts: str, rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve") -> str: ...
+    def privatize(self, texts: str, rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve") -> str: ...  # type: ignore[overload-overlap]
 
     @overload
     def privatize(self, texts: Sequence[str], rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve") -> list[str]: ...
@@ -224,6 +224,8 @@ class EmbeddingMechanism(Mechanism):
     tables) rebuilt, or reloaded from their disk cache, in the process that unpickles it; the same
     seed then gives the same samples there.
     """
+
+    _init_call: tuple[tuple[Any, ...], dict[str, Any]]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         self = super().__new__(cls)

@@ -105,7 +105,7 @@ class BRR(Mechanism):
         for s in range(0, ids.shape[0], CHUNK):
             chunk = ids[s : s + CHUNK]
             noisy = self.randomize_codes(be.code_of(chunk), rng)
-            ties = rng.random(chunk.shape[0])
+            ties = rng.random(int(chunk.shape[0]))
             out[s : s + chunk.shape[0]] = self.index.search(noisy, ties=ties)
         return out
 

@@ -125,7 +125,7 @@ class CusText(EmbeddingMechanism):
 
     name = "custext"
 
-    def __init__(self, embedding: Any, *, epsilon: float, K: int = 20, metric: str = "euclidean", cache_dir: str | os.PathLike[str] | None | bool = None) -> None:
+    def __init__(self, embedding: Any, *, epsilon: float, K: int = 20, metric: str = "euclidean", cache_dir: str | os.PathLike[str] | bool | None = None) -> None:
         super().__init__(embedding, epsilon=epsilon)
         self.K = check_int("K", K, minimum=1)
         if metric not in CUSTEXT_METRICS:
@@ -144,7 +144,7 @@ class CusText(EmbeddingMechanism):
     def _cache_path(self) -> Path | None:
         if self.cache_dir is False:
             return None
-        folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)  # type: ignore[arg-type]
+        folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)
         return folder / f"custext-sets-{self.embedding.fingerprint}-{self.metric}-K{self.K}-v{_FORMAT}.npz"
 
     def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> np.ndarray:

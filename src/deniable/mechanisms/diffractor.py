@@ -133,7 +133,7 @@ class Diffractor(EmbeddingMechanism):
         beta: float = 0.001,
         gamma: float | None = None,
         k: int = 128,
-        cache_dir: str | os.PathLike[str] | None | bool = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         super().__init__(embedding, epsilon=epsilon)
         if noise not in NOISES:
@@ -170,7 +170,7 @@ class Diffractor(EmbeddingMechanism):
     def _cache_path(self, metric: str) -> Path | None:
         if self.cache_dir is False:
             return None
-        folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)  # type: ignore[arg-type]
+        folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)
         return folder / f"diffractor-list-{self.embedding.fingerprint}-{metric}-v{_FORMAT}.npz"
 
     def _load_or_build(self, metric: str, progress: bool | None = False) -> np.ndarray:
@@ -306,7 +306,8 @@ class Diffractor(EmbeddingMechanism):
         out_left = i - left  # positions 0 .. i-G-1
         out_right = (V - 1 - i) - right
         g = math.exp(-a * self.gamma) if math.isfinite(self.gamma) else 0.0
-        geo = lambda m: np.exp(-a) * -np.expm1(-a * m) / -math.expm1(-a)  # Σ_{k=1..m} r^k
+        def geo(m):
+            return np.exp(-a) * -np.expm1(-a * m) / -math.expm1(-a)  # Σ_{k=1..m} r^k
         m_l, m_r = geo(left), geo(right)
         m_o = (out_left + out_right) * g
         total = 1.0 + m_l + m_r + m_o

@@ -95,7 +95,7 @@ class SanText(EmbeddingMechanism):
         epsilon: float,
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
         k: int = 128,
-        cache_dir: str | os.PathLike[str] | None | bool = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         super().__init__(embedding, epsilon=epsilon)
         _check_metric(metric)
@@ -219,7 +219,7 @@ class SanTextPlus(SanText):
         sensitive: Sequence[str] | None = None,
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
         k: int = 128,
-        cache_dir: str | os.PathLike[str] | None | bool = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir)
         self.w = check_unit_interval("w", w)

@@ -164,7 +164,7 @@ class TEM(EmbeddingMechanism):
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
         k: int = 128,
         neighbors: str = "knn",
-        cache_dir: str | os.PathLike[str] | None | bool = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
         memory_bytes: int = 64 << 20,
     ) -> None:
         super().__init__(embedding, epsilon=epsilon)

@@ -86,7 +86,7 @@ class TruncatedGumbel(EmbeddingMechanism):
         epsilon: float,
         k: int = 20,
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
-        cache_dir: str | os.PathLike[str] | None | bool = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         super().__init__(embedding, epsilon=epsilon)
         self.k = check_int("k", k, minimum=1)

@@ -119,8 +119,9 @@ class Vickrey(Mahalanobis):
         (nearest first): per block one float32 GEMM with the index's augmented matrix
         [−2e, ‖e‖²] (as Madlib's search), two argmin passes, then the two candidates re-measured
         exactly and ordered by (distance, id)."""
-        aug = self.index._aug  # ExactEuclideanIndex internals: [-2e, |e|^2], float32
-        X = self.index._vectors
+        index: Any = self.index  # an ExactEuclideanIndex (index="exact", see __init__)
+        aug = index._aug  # ExactEuclideanIndex internals: [-2e, |e|^2], float32
+        X = index._vectors
         n, V = q.shape[0], aug.shape[0]
         ids = np.empty((n, 2), dtype=np.int64)
         step = max(1, min(n, (64 << 20) // (4 * V)))

@@ -11,7 +11,7 @@ __all__ = ["ExactEuclideanIndex", "SearchIndex", "make_index", "INDEX_NAMES"]
 INDEX_NAMES = ("exact", "faiss-flat", "faiss-hnsw", "faiss-ivf")
 
 
-def make_index(index: "str | SearchIndex", vectors: np.ndarray) -> SearchIndex:
+def make_index(index: str | SearchIndex, vectors: np.ndarray) -> SearchIndex:
     """Build a 1-NN index over ``vectors`` from a name in :data:`INDEX_NAMES`, or return a
     ready object that has ``search(queries) -> ids``."""
     if isinstance(index, str):

@@ -295,10 +295,10 @@ def _smallest_columns(S: np.ndarray, kc: int) -> np.ndarray:
     sub = S[:, ::16]
     nsub = sub.shape[1]
     j = min(nsub - 1, 3 * kc * nsub // V + 8)
-    if V < 64 * kc or j >= nsub - 1:
+    if 64 * kc > V or j >= nsub - 1:
         return np.argpartition(S, kc - 1, axis=1)[:, :kc]
     thr = np.partition(sub, j, axis=1)[:, j]
-    mask = S <= thr[:, None]
+    mask = thr[:, None] >= S
     counts = mask.sum(axis=1)
     out = np.empty((m, kc), dtype=np.int64)
     few = counts < kc
@@ -429,7 +429,7 @@ def radius_neighborhoods(
     try:
         for s in range(0, n, step):
             D = pairwise_distances(queries[s : s + step], vectors, metric)
-            r, c = np.nonzero(D <= gamma)  # row-major: grouped by row
+            r, c = np.nonzero(gamma >= D)  # row-major: grouped by row
             total += r.size
             if total > max_entries:
                 raise ValueError(
@@ -499,7 +499,7 @@ def embedding_neighborhoods(
     k: int | None = None,
     gamma: float | None = None,
     metric: str | Callable[..., np.ndarray] = "euclidean",
-    cache_dir: str | os.PathLike[str] | None | bool = None,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
     memory_bytes: int = _DEFAULT_MEMORY,
     max_entries: int = 50_000_000,
     progress: bool | None = False,

@@ -50,6 +50,7 @@ from .baselines import (
     public_release,
 )
 from .bayesian import BayesianPlan, bayesian_dp, prepare_bayesian, prior_mean
+from .bounding import DEFAULT_MAX_NGRAMS_PER_USER, bound_contributions, l1_sensitivity, l2_sensitivity
 from .counting import (
     UserCounts,
     Vocabulary,
@@ -61,9 +62,8 @@ from .counting import (
     ngrams_of,
     users_per_ngram,
 )
-from .bounding import DEFAULT_MAX_NGRAMS_PER_USER, bound_contributions, l1_sensitivity, l2_sensitivity
-from .formal import DEFAULT_TUNE_RHO_GRID, DEFAULT_TUNE_S_GRID, formal_bayesian, formal_laplace, formal_laplace_public
 from .evaluate import kl_divergence, membership_inference, private_distribution, smooth, trigram_perplexity
+from .formal import DEFAULT_TUNE_RHO_GRID, DEFAULT_TUNE_S_GRID, formal_bayesian, formal_laplace, formal_laplace_public
 from .gaussian import analytic_sigma, classic_sigma, gaussian_delta
 from .release import LOCAL_SENSITIVITY_NOTE, Release
 from .sensitivity import brute_force_sensitivity, claim1_bound, exact_sensitivity, per_user_sensitivity
@@ -232,8 +232,8 @@ def _dispatch_formal(user_counts: object, public_counts: object, *, epsilon: flo
             raise ValueError("W applies to the Laplace mechanisms only")
         return formal_bayesian(
             user_counts, public_counts, epsilon=epsilon, delta=delta, S=S, rho=rho, C=C, max_ngrams_per_user=max_ngrams_per_user,
-            sensitivity=sensitivity, tune=tune, S_grid=S_grid, rho_grid=rho_grid, validation_fraction=validation_fraction,
-            sampler=sampler, keys=keys, rng=rng,  # type: ignore[arg-type]
+            sensitivity=sensitivity, tune=tune, S_grid=S_grid, rho_grid=rho_grid, validation_fraction=validation_fraction,  # type: ignore[arg-type]
+            sampler=sampler, keys=keys, rng=rng,
         )
     if mechanism in ("laplace", "laplace-public"):
         if W == PAPER_RULE:  # explicit opt-in to the paper's data-dependent cap (not formal, warns)

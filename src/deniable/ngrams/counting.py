@@ -79,7 +79,7 @@ class Vocabulary:
     public_counts: np.ndarray
     n: int
     lowercase: bool = True
-    _index: dict = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    _index: dict = field(default_factory=dict, repr=False, compare=False)  # built in __post_init__
 
     def __post_init__(self) -> None:
         alpha = np.asarray(self.public_counts, dtype=np.float64)
@@ -152,7 +152,7 @@ class UserCounts:
     def __len__(self) -> int:
         return self.matrix.shape[0]
 
-    def subset(self, rows: np.ndarray) -> "UserCounts":
+    def subset(self, rows: np.ndarray) -> UserCounts:
         """The users at ``rows`` (an index array)."""
         rows = np.asarray(rows, dtype=np.int64)
         ids = tuple(self.user_ids[i] for i in rows) if self.user_ids else ()

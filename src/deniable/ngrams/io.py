@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._optional import import_optional
 from .._files import atomic_output, decode_line, open_input
+from .._optional import import_optional
 from ..errors import DataError
 from .counting import UserCounts, Vocabulary
 from .release import Release
@@ -360,16 +360,16 @@ def read_release(path: str | os.PathLike[str], *, fmt: str | None = None) -> tup
         try:
             table = pq.read_table(p)
             raw_meta = (table.schema.metadata or {}).get(b"deniable", b"{}")
-            meta = json.loads(raw_meta)
-            keys = tuple(str(k) for k in table.column("ngram").to_pylist())
-            probs = np.asarray(table.column("probability").to_numpy(), dtype=np.float64)
+            pq_meta = json.loads(raw_meta)
+            pq_keys = tuple(str(k) for k in table.column("ngram").to_pylist())
+            pq_probs = np.asarray(table.column("probability").to_numpy(), dtype=np.float64)
         except FileNotFoundError:
             raise
         except Exception:
             raise DataError(_NOT_RELEASE + " (not a Parquet file with columns ngram, probability)", path=p) from None
-        if not isinstance(meta, dict):
+        if not isinstance(pq_meta, dict):
             raise DataError(_NOT_RELEASE + " (bad metadata)", path=p)
-        return keys, probs, meta
+        return pq_keys, pq_probs, pq_meta
     if kind != "tsv":
         raise DataError(f"release must be .tsv or .parquet, got format {kind!r}", path=p)
     keys: list[str] = []

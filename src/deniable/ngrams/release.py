@@ -7,6 +7,7 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -201,7 +202,7 @@ def _clean(v: Any) -> Any:
 def _caller_stacklevel() -> int:
     """stacklevel pointing at the first frame outside ``deniable.ngrams`` (the caller's code)."""
     pkg = os.path.dirname(os.path.abspath(__file__))
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == pkg:
         frame = frame.f_back

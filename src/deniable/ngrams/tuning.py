@@ -31,6 +31,7 @@ split sizes are kept in ``Release.diagnostics`` (never written to release files)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
@@ -89,7 +90,7 @@ def cross_entropy_scores(c1: np.ndarray, mus: np.ndarray) -> np.ndarray:
 
 
 def train_score_sensitivity(
-    m2: object,
+    m2: Any,
     stats2: LogCountStats,
     S: float,
     C: float,

@@ -161,7 +161,7 @@ def create_app(
         model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"texts": ["Meet me at the station at noon"], "mechanism": names[0], "epsilon": 20.0}]})
 
         texts: list[Text] = Field(min_length=1, max_length=cfg.max_texts, description=f"1 to {cfg.max_texts} texts, each at most {cfg.max_text_chars} characters, {cfg.max_total_chars} in all.")
-        mechanism: MechanismName = Field(default=names[0], description="Mechanism name (GET /v1/mechanisms).")  # type: ignore[valid-type]
+        mechanism: MechanismName = Field(default=names[0], description="Mechanism name (GET /v1/mechanisms).")
         epsilon: Annotated[float | None, Field(ge=cfg.min_epsilon, le=cfg.max_epsilon, allow_inf_nan=False)] = Field(
             default=None, description=f"Privacy parameter ε in [{cfg.min_epsilon:g}, {cfg.max_epsilon:g}]; give this or max_n_w."
         )
@@ -279,7 +279,7 @@ def create_app(
             raise AuthError()
 
     auth = [Depends(require_key)] if cfg.api_key is not None else []
-    errors = {
+    errors: dict[int | str, dict[str, Any]] = {
         400: {"model": ErrorResponse, "description": "Unreadable request body."},
         401: {"model": ErrorResponse, "description": "Missing or wrong API key."},
         413: {"model": ErrorResponse, "description": "Request body too large."},
@@ -381,7 +381,7 @@ def create_app(
         return out
 
     @app.get("/v1/curves/{mechanism}", response_model=CurveResponse, dependencies=auth, responses={401: errors[401], 422: errors[422]}, tags=["explorer"], summary="N_w against epsilon (median and worst word).")
-    def curve(mechanism: MechanismName) -> dict[str, Any]:  # type: ignore[valid-type]
+    def curve(mechanism: MechanismName) -> dict[str, Any]:
         data = curves.get(mechanism, {})
         return {k: data[k] for k in ("mechanism", "params", "epsilons", "median", "worst", "worst_word", "source") if k in data}
 
@@ -416,9 +416,9 @@ def create_app(
         return get_swagger_ui_html(openapi_url="/openapi.json", title="deniable API")
 
     if cfg.page:
-        from ..web import static_dir
-
         from starlette.staticfiles import StaticFiles
+
+        from ..web import static_dir
 
         app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
 

@@ -86,7 +86,7 @@ def estimate_curve(pool: Any, name: str, params: dict[str, Any], *, words: int =
         "median": median,
         "worst": worst,
         "worst_word": worst_word,
-        "words": int(len(ids)),
+        "words": len(ids),
         "exact": exact,
         "source": f"quick estimate: {len(ids)} density-stratified words, {how}; worst = worst measured word",
     }

@@ -207,7 +207,7 @@ class MechanismPool:
         self.check(name, params)
         if (epsilon is None) == (max_n_w is None):
             raise PoolError("give exactly one of epsilon and max_n_w")
-        key = (name, _freeze(params), "epsilon" if max_n_w is None else "max_n_w", float(epsilon if max_n_w is None else max_n_w))
+        key = (name, _freeze(params), "epsilon" if max_n_w is None else "max_n_w", float(epsilon if max_n_w is None else max_n_w))  # type: ignore[arg-type]  # one is given
         while True:
             with self._lock:
                 mech = self._cache.get(key)
@@ -263,7 +263,7 @@ class MechanismPool:
                 raise
             raise PoolError(f"cannot build {name}: {exc}") from None
         if hasattr(mech, "sampler_summary"):  # TEM: load the neighbour tables now, not under concurrent first use
-            mech.precompute()
+            mech.precompute()  # type: ignore[attr-defined]
             mech.sampler_summary()
         return mech
 

@@ -45,7 +45,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # not in typeshed
 from pathlib import Path
 from typing import IO, Any
 
@@ -120,7 +120,8 @@ def _word_run() -> re.Pattern[str]:
 
 def last_cut(text: str) -> int:
     """Index just after the last separator of ``text`` (0 if it has none)."""
-    return len(text) - _word_run().match(text[::-1]).end()
+    m = _word_run().match(text[::-1])  # a ``*`` pattern: always matches
+    return len(text) - (m.end() if m else 0)
 
 
 def first_cut(text: str, at: int) -> int:
@@ -425,7 +426,13 @@ def _reject_constant(name: str) -> Any:
 
 
 # Numbers are kept as their text (never converted: no overflow to inf, no digit limit).
-_SCAN = json.JSONDecoder(parse_float=str, parse_int=str, parse_constant=_reject_constant).scan_once
+_SCAN = json.JSONDecoder(parse_float=str, parse_int=str, parse_constant=_reject_constant).scan_once  # type: ignore[attr-defined]
+
+
+def _skip_ws(s: str, i: int) -> int:
+    """Index of the first non-whitespace character at or after ``i``."""
+    m = _WS.match(s, i)
+    return m.end() if m else i
 
 
 def _json_kind(ch: str) -> str:
@@ -441,7 +448,7 @@ def _scan_object(line: str, column: str, path: str, n: int, others: set[str]) ->
         return DataError(f"invalid JSON ({msg}{where})", path=path, line=n)
 
     s = line
-    i = _WS.match(s, 0).end()
+    i = _skip_ws(s, 0)
     if s[i : i + 1] != "{":
         try:
             value, _ = _SCAN(s, i)
@@ -450,7 +457,7 @@ def _scan_object(line: str, column: str, path: str, n: int, others: set[str]) ->
         raise DataError(f"expected a JSON object per line, got {_json_kind(s[i])}", path=path, line=n)
     span: tuple[int, int, str] | None = None
     keys: list[str] = []
-    i = _WS.match(s, i + 1).end()
+    i = _skip_ws(s, i + 1)
     if s[i : i + 1] == "}":
         i += 1
     else:
@@ -461,10 +468,10 @@ def _scan_object(line: str, column: str, path: str, n: int, others: set[str]) ->
                 key, i = scanstring(s, i + 1, True)
             except ValueError as exc:
                 raise fail(getattr(exc, "msg", str(exc)), getattr(exc, "pos", None)) from None
-            i = _WS.match(s, i).end()
+            i = _skip_ws(s, i)
             if s[i : i + 1] != ":":
                 raise fail("expecting ':' after a property name", i)
-            i = _WS.match(s, i + 1).end()
+            i = _skip_ws(s, i + 1)
             start = i
             try:
                 value, i = _SCAN(s, i)
@@ -484,16 +491,16 @@ def _scan_object(line: str, column: str, path: str, n: int, others: set[str]) ->
                 span = (start, i, value)
             else:
                 keys.append(key)
-            i = _WS.match(s, i).end()
+            i = _skip_ws(s, i)
             c = s[i : i + 1]
             if c == ",":
-                i = _WS.match(s, i + 1).end()
+                i = _skip_ws(s, i + 1)
                 continue
             if c == "}":
                 i += 1
                 break
             raise fail("expecting ',' or '}'", i)
-    end = _WS.match(s, i).end()
+    end = _skip_ws(s, i)
     if end != len(s):
         raise fail("extra data after the object", end)
     if span is None:

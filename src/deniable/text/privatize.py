@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -13,10 +13,17 @@ from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
 from .tokenize import apply_case, case_pattern, lookup_key, word_pattern
 
-if TYPE_CHECKING:
-    from ..mechanisms.base import Mechanism
+__all__ = ["WordSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "PrivatizationSummary", "summarize_privatization"]
 
-__all__ = ["OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "PrivatizationSummary", "summarize_privatization"]
+class WordSampler(Protocol):
+    """What :func:`privatize_texts` needs of a mechanism: a ``vocabulary`` (with ``uncased``,
+    ``words`` and ``ids_of``) and ``sample_ids``. Every :class:`~deniable.Mechanism` is one; so are
+    stand-ins that forward the ids elsewhere (worker processes, recorders)."""
+
+    vocabulary: Any
+
+    def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray: ...
+
 
 #: What happens to out-of-vocabulary words:
 #: ``"unk"`` (default) privatizes each as the single UNK point — the guarantee covers
@@ -139,7 +146,7 @@ def check_oov(oov: str) -> str:
 
 
 def privatize_texts(
-    mechanism: Mechanism,
+    mechanism: WordSampler,
     texts: Sequence[str],
     *,
     rng: RNGLike = None,

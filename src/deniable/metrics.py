@@ -16,13 +16,29 @@ privacy guarantees that use it to hold.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-__all__ = ["METRICS", "MetricLike", "get_metric", "pairwise_distances", "paired_distances", "metric_name"]
+__all__ = ["METRICS", "MetricLike", "MetricSpace", "get_metric", "pairwise_distances", "paired_distances", "metric_name"]
 
 MetricLike = str | Callable[[np.ndarray, np.ndarray], np.ndarray]
 METRICS = ("euclidean", "manhattan", "chebyshev", "angular", "hamming")
+
+
+@dataclass(frozen=True)
+class MetricSpace:
+    """A finite metric space: the rows of ``points`` with ``metric`` (a name from
+    :data:`METRICS`, e.g. ``"hamming"`` on packed uint64 codes, or a callable).
+
+    ``key``, when given, identifies the space for caches (e.g. the metric and an embedding's
+    fingerprint); it takes no part in comparisons."""
+
+    points: Any
+    metric: MetricLike = "euclidean"
+    key: tuple | None = field(default=None, compare=False)
+
 # bytes of temporaries per block of the broadcasting metrics
 _BLOCK_BYTES = 64 << 20
 

@@ -296,24 +296,13 @@ def summarize(result: PlausibleDeniability) -> dict[str, float]:
 
 
 def mechanism_params(mechanism: Any) -> dict[str, Any]:
-    """JSON-friendly constructor parameters shown in the mechanism's repr (besides epsilon)."""
-    params: dict[str, Any] = {}
-    getter = getattr(mechanism, "_params", None)
-    if callable(getter):
-        for k, v in getter().items():
-            params[k] = v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
-    return params
+    """The mechanism's :attr:`~deniable.Mechanism.params` (constructor parameters besides ε),
+    JSON-friendly: values other than numbers, strings, booleans and None as their ``repr``."""
+    return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v) for k, v in mechanism.params.items()}
 
 
-def _has_exact(mechanism: Any, probe_id: int) -> bool:
-    fn = getattr(mechanism, "probabilities", None)
-    if not callable(fn):
-        return False
-    try:
-        fn(int(probe_id))
-    except NotImplementedError:
-        return False
-    return True
+def _has_exact(mechanism: Any) -> bool:
+    return bool(mechanism.has_exact_probabilities)
 
 
 def _knn_dists(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:
@@ -491,10 +480,10 @@ def plausible_deniability(
     if ids.size == 0:
         raise ValueError("words is empty: nothing to measure")
     V = int(mechanism.n_words)
-    exact = method == "exact" or (method == "auto" and _has_exact(mechanism, ids[0]))
-    if method == "exact" and not _has_exact(mechanism, ids[0]):
+    exact = method == "exact" or (method == "auto" and _has_exact(mechanism))
+    if method == "exact" and not _has_exact(mechanism):
         raise ValueError(f"{type(mechanism).__name__} has no exact probabilities; use method='sample'")
-    name = getattr(mechanism, "name", type(mechanism).__name__)
+    name = mechanism.name
     vocab_words = mechanism.vocabulary.words
     word_col = np.array([vocab_words[i] for i in ids.tolist()], dtype=object)
     W = ids.shape[0]

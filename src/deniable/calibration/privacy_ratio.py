@@ -31,7 +31,7 @@ from typing import Any, Union
 import numpy as np
 
 from .._validation import check_int, check_positive
-from ..metrics import MetricLike, get_metric, metric_name
+from ..metrics import MetricLike, MetricSpace, get_metric, metric_name
 
 __all__ = [
     "MetricStats",
@@ -76,15 +76,6 @@ class MetricStats:
         """``avg`` or ``max``."""
         _check_aggregate(aggregate)
         return self.avg if aggregate == "avg" else self.max
-
-
-@dataclass(frozen=True)
-class MetricSpace:
-    """A finite metric space: the rows of ``points`` with ``metric`` (a name from
-    :data:`deniable.metrics.METRICS`, e.g. ``"hamming"`` on packed uint64 codes, or a callable)."""
-
-    points: Any
-    metric: MetricLike = "euclidean"
 
 
 SpaceLike = Union[MetricStats, MetricSpace, "tuple[Any, MetricLike]", Any]
@@ -223,25 +214,12 @@ _DISK_VERSION = "metric-stats-v1"
 
 
 def _space_of(mechanism: Any) -> tuple[tuple | None, Any, MetricLike | None]:
-    """(cache key or None, points, metric) describing the mechanism's guarantee metric."""
-    from ..mechanisms.base import EmbeddingMechanism
-    from ..mechanisms.mahalanobis import Mahalanobis
-
-    be = getattr(mechanism, "binary_embedding", None)
-    if be is not None:
-        return ("hamming", be.fingerprint), be.codes, "hamming"
-    if isinstance(mechanism, Mahalanobis) and type(mechanism).distance is Mahalanobis.distance:
-        # ‖z‖_RM = ‖Σ_λ^{-1/2} z‖₂: Euclidean distance between whitened points.
-        pts = mechanism.embedding.vectors.astype(np.float64) @ mechanism._inv_sqrt
-        return ("mahalanobis", mechanism.embedding.fingerprint, mechanism.lam), pts, "euclidean"
-    metric = getattr(mechanism, "metric", None)
-    emb = getattr(mechanism, "embedding", None)
-    if metric is not None and emb is not None and hasattr(emb, "vectors"):
-        key = ("metric", metric, emb.fingerprint) if isinstance(metric, str) else None
-        return key, emb.vectors, metric
-    if isinstance(mechanism, EmbeddingMechanism) and type(mechanism).distance is EmbeddingMechanism.distance:
-        return ("euclidean", mechanism.embedding.fingerprint), mechanism.embedding.vectors, "euclidean"
-    return None, None, None
+    """(cache key or None, points, metric) of the mechanism's guarantee metric, from
+    :meth:`~deniable.Mechanism.metric_space` (all None when it has no point form)."""
+    space = mechanism.metric_space()
+    if space is None:
+        return None, None, None
+    return space.key, space.points, space.metric
 
 
 def _distance_stats(mechanism: Any, memory_bytes: int) -> MetricStats:
@@ -299,11 +277,12 @@ def mechanism_metric_stats(mechanism: Any, *, memory_bytes: int = _DEFAULT_MEMOR
     in the cache folder (``$DENIABLE_CACHE_DIR`` or ``~/.cache/deniable``), since the exact pass
     is O(V²·d).
 
-    Madlib: Euclidean on the embedding vectors; Mahalanobis: Euclidean on the whitened vectors
-    x·Σ_λ^{-1/2} (the regularized Mahalanobis distance); BRR: Hamming on the packed codes; a
-    mechanism with a ``metric`` attribute and an ``embedding`` (TEM):
-    ``deniable.metrics.get_metric(mechanism.metric)`` on ``embedding.vectors``; anything else: its
-    ``distance`` method on all pairs.
+    The points and metric come from :meth:`~deniable.Mechanism.metric_space`: Madlib, Euclidean
+    on the embedding vectors; Mahalanobis, Euclidean on the whitened vectors x·Σ_λ^{-1/2} (the
+    regularized Mahalanobis distance); BRR, Hamming on the packed codes; a mechanism with a
+    ``metric`` (TEM): ``deniable.metrics.get_metric(mechanism.metric)`` on ``embedding.vectors``.
+    A mechanism without a point form (``metric_space()`` is None): its ``distance`` method on
+    all pairs.
     """
     try:
         return _BY_INSTANCE[mechanism]

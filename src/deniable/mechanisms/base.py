@@ -24,7 +24,7 @@ import numpy as np
 from .._rng import RNGLike, as_generator
 from .._validation import check_positive
 from ..embeddings.embedding import UNK_ID
-from ..metrics import paired_distances
+from ..metrics import MetricLike, MetricSpace, paired_distances
 from ..text.privatize import check_oov, privatize_texts
 
 __all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism"]
@@ -52,7 +52,17 @@ class Mechanism(ABC):
     """Base class: a randomized map from vocabulary ids to vocabulary ids.
 
     Subclasses implement :meth:`_sample_ids` (vectorized over a batch), :meth:`distance` (the
-    metric of their guarantee) and set ``name``; they validate their parameters in ``__init__``.
+    metric of their guarantee) and :attr:`guarantee`, set ``name``, and validate their parameters
+    in ``__init__``.
+
+    What every mechanism declares (the contract calibration, evaluation and the CLI rely on):
+
+    * :attr:`guarantee` — ε, the metric d and the domain of the ε·d-privacy guarantee;
+    * :meth:`distance` — d itself, and :meth:`metric_space` — d as points and a named metric
+      where it has that form (the privacy ratio's fast path), else None;
+    * :attr:`params` — the constructor parameters besides ε;
+    * :attr:`has_exact_probabilities` — whether :meth:`probabilities` gives the exact output
+      distribution (then statistics are computed, not sampled).
     """
 
     name: ClassVar[str] = "mechanism"
@@ -97,8 +107,37 @@ class Mechanism(ABC):
         """The formal guarantee: ε, metric, domain."""
 
     def _params(self) -> dict[str, Any]:
-        """Parameters shown in ``repr`` (besides epsilon)."""
+        """Parameters shown in ``repr`` (besides epsilon); subclasses extend it."""
         return {}
+
+    # -- capabilities ----------------------------------------------------------------------
+    @property
+    def params(self) -> dict[str, Any]:
+        """The constructor parameters besides ε (as ``repr`` shows them), e.g. ``{"lam": 0.5}``."""
+        return dict(self._params())
+
+    @property
+    def has_exact_probabilities(self) -> bool:
+        """Whether ``probabilities(word)`` gives the exact output distribution Pr[M(w) = ·] of
+        every word (closed form or an exact finite sum) for this instance.
+
+        The default asks the mechanism: it has a ``probabilities`` method that does not raise
+        ``NotImplementedError`` for word 0. Mechanisms that know the answer without computing a
+        row override this."""
+        fn = getattr(self, "probabilities", None)
+        if not callable(fn):
+            return False
+        try:
+            fn(0)
+        except NotImplementedError:
+            return False
+        return True
+
+    def metric_space(self) -> MetricSpace | None:
+        """The guarantee's metric d as points and a named metric, d(x, x') = metric(points[x],
+        points[x']) for vocabulary words x, x' (UNK excluded), with a cache key; None when d has
+        no such form (consumers then evaluate :meth:`distance` on pairs)."""
+        return None
 
     # -- shared behaviour ------------------------------------------------------------------
     @property
@@ -256,6 +295,20 @@ class EmbeddingMechanism(Mechanism):
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         return paired_distances(self.points(ids_a), self.points(ids_b), "euclidean")
+
+    #: The guarantee's metric on ``embedding.vectors`` for mechanisms that take a ``metric``
+    #: parameter (TEM, SanText, ...); None: Euclidean, as :meth:`distance` computes it.
+    metric: MetricLike | None = None
+
+    def metric_space(self) -> MetricSpace | None:
+        """``embedding.vectors`` with :attr:`metric` (Euclidean when it is None); None when a
+        subclass overrides :meth:`distance` without declaring a metric or a metric space."""
+        fp = self.embedding.fingerprint
+        if self.metric is not None:
+            return MetricSpace(self.embedding.vectors, self.metric, key=("metric", self.metric, fp) if isinstance(self.metric, str) else None)
+        if type(self).distance is EmbeddingMechanism.distance:
+            return MetricSpace(self.embedding.vectors, "euclidean", key=("euclidean", fp))
+        return None
 
     @property
     def _domain(self) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 from .._rng import RNGLike, as_generator
 from ..brr_runtime import CHUNK, flip_probability
 from ..errors import DeniableWarning
-from ..metrics import paired_distances
+from ..metrics import MetricSpace, paired_distances
 from .base import Guarantee, Mechanism
 
 __all__ = ["BRR"]
@@ -127,7 +127,18 @@ class BRR(Mechanism):
     def _params(self) -> dict[str, Any]:
         return {"n_bits": self.n_bits, "index": self._index_spec}
 
+    def metric_space(self) -> MetricSpace:
+        """Hamming distance on the packed codes."""
+        be = self.binary_embedding
+        return MetricSpace(be.codes, "hamming", key=("hamming", be.fingerprint))
+
     # -- exact output distribution ---------------------------------------------------------------
+    @property
+    def has_exact_probabilities(self) -> bool:
+        """True only for tiny codes: see :meth:`probabilities`."""
+        n = self.n_bits
+        return n <= 16 and (self.n_words << n) <= _MAX_ENUM_CELLS
+
     def probabilities(self, word_or_id: str | int) -> np.ndarray:
         """Exact output distribution ``P[M(w) = y]`` over the vocabulary ``(V,)`` float64.
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_unit_interval
+from ..metrics import MetricSpace
 from ..neighbors import SearchIndex
 from .madlib import Madlib
 
@@ -87,6 +88,14 @@ class Mahalanobis(Madlib):
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         return self.rm_norm(self.points(ids_a).astype(np.float64) - self.points(ids_b).astype(np.float64))
+
+    def metric_space(self) -> MetricSpace | None:
+        """‖z‖_RM = ‖Σ_λ^{-1/2} z‖₂: Euclidean distance between the whitened vectors (None for a
+        subclass that changes :meth:`distance`)."""
+        if type(self).distance is not Mahalanobis.distance:
+            return None
+        pts = self.embedding.vectors.astype(np.float64) @ self._inv_sqrt
+        return MetricSpace(pts, "euclidean", key=("mahalanobis", self.embedding.fingerprint, self.lam))
 
     @property
     def guarantee(self):  # type: ignore[override]

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
-from ..metrics import metric_name, paired_distances, pairwise_distances
+from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
 from ._exponential import ExponentialSampler, PointsWithUnk, subset_knn
 from .base import EmbeddingMechanism, Guarantee
@@ -87,6 +87,7 @@ class SanText(EmbeddingMechanism):
     """
 
     name = "santext"
+    metric: MetricLike  # the guarantee's metric (see EmbeddingMechanism.metric_space)
 
     def __init__(
         self,

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
-from ..metrics import metric_name, paired_distances, pairwise_distances
+from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods, row_distances
 from .base import EmbeddingMechanism, Guarantee
 
@@ -153,6 +153,7 @@ class TEM(EmbeddingMechanism):
     """
 
     name = "tem"
+    metric: MetricLike  # the guarantee's metric (see EmbeddingMechanism.metric_space)
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ import numpy as np
 
 from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
-from ..metrics import metric_name, paired_distances, pairwise_distances
+from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
 from ._exponential import ExponentialSampler, PointsWithUnk
 from .base import EmbeddingMechanism, Guarantee
@@ -78,6 +78,7 @@ class TruncatedGumbel(EmbeddingMechanism):
     """
 
     name = "truncated_gumbel"
+    metric: MetricLike  # the guarantee's metric (see EmbeddingMechanism.metric_space)
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint install bench clean browser
+.PHONY: demo test lint docs install bench clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ test: $(STAMP) browser
 lint: $(STAMP)
 	$(BIN)/python -m ruff check src tests benchmarks scripts
 	$(BIN)/python -m mypy
+
+# the API reference (Sphinx autodoc + napoleon, from the test extra) in build/api; warnings are errors
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -b html -W --keep-going -q -E docs/api build/api
+	@echo "API reference: build/api/index.html"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_madlib.py

@@ -1,13 +1,13 @@
 """Distance functions between word vectors (and packed binary codes), computed exactly and blockwise.
 
-Every function returns a float64 ``(len(A), len(B))`` matrix of distances. Built-in metrics:
+Every function returns a float64 ``(len(A), len(B))`` matrix of distances. Built-in metrics::
 
-``"euclidean"``   ‖a − b‖₂ (Madlib, Mahalanobis after whitening, TEM default)
-``"manhattan"``   ‖a − b‖₁
-``"chebyshev"``   ‖a − b‖∞
-``"angular"``     the angle between a and b in radians, arccos(cos(a, b)) — a true metric,
+    "euclidean"   ‖a − b‖₂ (Madlib, Mahalanobis after whitening, TEM default)
+    "manhattan"   ‖a − b‖₁
+    "chebyshev"   ‖a − b‖∞
+    "angular"     the angle between a and b in radians, arccos(cos(a, b)) — a true metric,
                   unlike cosine distance; computed as 2·arcsin(‖â − b̂‖/2) for accuracy near 0
-``"hamming"``     number of differing bits between packed ``uint64`` codes (BRR)
+    "hamming"     number of differing bits between packed uint64 codes (BRR)
 
 A user metric is any callable ``f(A, B) -> (len(A), len(B))`` array; it must be a metric for the
 privacy guarantees that use it to hold.

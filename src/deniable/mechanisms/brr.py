@@ -58,10 +58,12 @@ class BRR(Mechanism):
     n_bits, method
         Code length and binarizer used when an :class:`Embedding` must be binarized.
 
-    Randomness: tokens are processed in chunks of 4096; per chunk of m tokens, ``rng.random((m,
-    n_bits))`` decides the flips (``< p``) and then ``rng.random(m)`` the ties — the order the
-    numpy-only runtime :mod:`deniable.brr_runtime` follows, so a bundle gives the same output for
-    the same seed on a device.
+    Notes
+    -----
+    Randomness: tokens are processed in chunks of 4096; per chunk of m tokens,
+    ``rng.random((m, n_bits))`` decides the flips (``< p``) and then ``rng.random(m)`` the
+    ties — the order the numpy-only runtime :mod:`deniable.brr_runtime` follows, so a bundle
+    gives the same output for the same seed on a device.
     """
 
     name = "brr"

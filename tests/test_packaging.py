@@ -28,7 +28,7 @@ JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cac
 SDIST_REQUIRED = [
     "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "PKG-INFO",
     "docs/architecture.md", "docs/cli.md", "docs/mechanisms/*.md", "docs/results/*.md",
-    "examples/sample.txt", "tests/conftest.py", "tests/test_architecture.py", "tests/mechanisms/test_*.py",
+    "docs/api/conf.py", "docs/api/api.rst", "examples/sample.txt", "tests/conftest.py", "tests/test_architecture.py", "tests/mechanisms/test_*.py",
     "benchmarks/bench_*.py", "scripts/*.py",
     "src/deniable/__init__.py", "src/deniable/py.typed", "src/deniable/embeddings/data/*.npz",
     "src/deniable/binary/data/*.brr", "src/deniable/calibration/data/*.npz",

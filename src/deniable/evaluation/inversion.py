@@ -71,17 +71,9 @@ def token_ids(mechanism: Any, texts: Sequence[str]) -> np.ndarray:
 
 
 def has_exact_probabilities(mechanism: Any) -> bool:
-    """Whether ``mechanism`` gives closed-form output probabilities for its real vocabulary."""
-    if _is_tem(mechanism):
-        return True
-    fn = getattr(mechanism, "log_probabilities", None) or getattr(mechanism, "probabilities", None)
-    if fn is None:
-        return False
-    try:
-        fn(0)
-    except NotImplementedError:
-        return False
-    return True
+    """Whether ``mechanism`` gives closed-form output probabilities for its real vocabulary: its
+    own :attr:`~deniable.Mechanism.has_exact_probabilities` (TEM: always)."""
+    return _is_tem(mechanism) or bool(mechanism.has_exact_probabilities)
 
 
 def _is_tem(mechanism: Any) -> bool:

@@ -59,7 +59,7 @@ _LAZY.update(
 )
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from importlib import import_module
 

@@ -37,7 +37,7 @@ class MetricSpace:
 
     points: Any
     metric: MetricLike = "euclidean"
-    key: tuple | None = field(default=None, compare=False)
+    key: tuple[Any, ...] | None = field(default=None, compare=False)
 
 # bytes of temporaries per block of the broadcasting metrics
 _BLOCK_BYTES = 64 << 20

@@ -208,12 +208,12 @@ def equivalent_epsilon(epsilon_a: float, metric_a: SpaceLike, metric_b: SpaceLik
 
 # -- per-mechanism statistics, cached ----------------------------------------------------------
 _BY_INSTANCE: weakref.WeakKeyDictionary[Any, MetricStats] = weakref.WeakKeyDictionary()
-_BY_KEY: OrderedDict[tuple, MetricStats] = OrderedDict()
+_BY_KEY: OrderedDict[tuple[Any, ...], MetricStats] = OrderedDict()
 _KEY_CACHE_SIZE = 16
 _DISK_VERSION = "metric-stats-v1"
 
 
-def _space_of(mechanism: Any) -> tuple[tuple | None, Any, MetricLike | None]:
+def _space_of(mechanism: Any) -> tuple[tuple[Any, ...] | None, Any, MetricLike | None]:
     """(cache key or None, points, metric) of the mechanism's guarantee metric, from
     :meth:`~deniable.Mechanism.metric_space` (all None when it has no point form)."""
     space = mechanism.metric_space()
@@ -239,14 +239,14 @@ def _distance_stats(mechanism: Any, memory_bytes: int) -> MetricStats:
     return MetricStats(avg=math.fsum(parts) / (float(n) * n), max=dmax, n=n, metric=name)
 
 
-def _disk_path(key: tuple) -> Path:
+def _disk_path(key: tuple[Any, ...]) -> Path:
     from ..neighbors.neighborhoods import cache_directory
 
     digest = hashlib.sha256(json.dumps([_DISK_VERSION, *map(str, key)]).encode()).hexdigest()[:24]
     return cache_directory() / f"metric-stats-{digest}.json"
 
 
-def _load_disk(key: tuple) -> MetricStats | None:
+def _load_disk(key: tuple[Any, ...]) -> MetricStats | None:
     """Stats computed earlier for the same (metric, embedding fingerprint, ...) key, if cached."""
     try:
         rec = json.loads(_disk_path(key).read_text())
@@ -257,7 +257,7 @@ def _load_disk(key: tuple) -> MetricStats | None:
         return None
 
 
-def _save_disk(key: tuple, stats: MetricStats) -> None:
+def _save_disk(key: tuple[Any, ...], stats: MetricStats) -> None:
     """Best effort: a cache that cannot be written only costs the recomputation next time."""
     try:
         path = _disk_path(key)

@@ -128,7 +128,7 @@ class Embedding(Vocabulary):
     #: ``reload(path, format, limit)`` (a module-level function of the loaders, pickled by name)
     #: reads it again and ``path`` is None for the bundled default; None for embeddings built
     #: from arrays.
-    _origin: tuple | None = None
+    _origin: tuple[Any, ...] | None = None
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         if self._origin is None:
@@ -225,7 +225,7 @@ def _write_mmap_copy(emb: Embedding) -> str | None:
     return str(npy)
 
 
-def _from_reference(origin: tuple, fingerprint: str, npy: str | None, source: str | None) -> Embedding:
+def _from_reference(origin: tuple[Any, ...], fingerprint: str, npy: str | None, source: str | None) -> Embedding:
     """Unpickle an embedding pickled by reference (see :class:`Embedding`)."""
     emb = _LOADED.get(fingerprint)
     if emb is not None:

@@ -246,7 +246,7 @@ class Mechanism(ABC):
         )
 
 
-def _rebuild(cls: type, args: tuple, kwargs: dict) -> Any:
+def _rebuild(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return cls(*args, **kwargs)
 
 

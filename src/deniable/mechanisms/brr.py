@@ -171,7 +171,7 @@ class BRR(Mechanism):
         logw = h * math.log(p) + (n - h) * math.log1p(-p)
         return np.exp(logw) @ share
 
-    def __reduce__(self):  # pickling rebuilds the search index
+    def __reduce__(self) -> Any:  # pickling rebuilds the search index
         return (_rebuild, (self.binary_embedding, self.epsilon, self._index_spec if self._index_spec in ("auto", "exact", "faiss-flat", "faiss-mih") else "auto"))
 
 

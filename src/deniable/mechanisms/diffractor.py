@@ -306,7 +306,7 @@ class Diffractor(EmbeddingMechanism):
         out_left = i - left  # positions 0 .. i-G-1
         out_right = (V - 1 - i) - right
         g = math.exp(-a * self.gamma) if math.isfinite(self.gamma) else 0.0
-        def geo(m):
+        def geo(m: Any) -> Any:
             return np.exp(-a) * -np.expm1(-a * m) / -math.expm1(-a)  # Σ_{k=1..m} r^k
         m_l, m_r = geo(left), geo(right)
         m_o = (out_left + out_right) * g

@@ -179,7 +179,7 @@ class RecordReader:
                 yield from self._csv(f)
 
     # -- plain text: lines, long ones in pieces ---------------------------------------------
-    def _txt(self, f) -> Iterator[Record]:
+    def _txt(self, f: Any) -> Iterator[Record]:
         limit = -1 if self.max_chars is None else max(self.max_chars, 1024)
         n = 0
         new_line = True
@@ -228,7 +228,7 @@ class RecordReader:
             yield Record(n, pending, first=first, last=True)
             self.records += 1
 
-    def _lines(self, f) -> Iterator[tuple[int, str]]:
+    def _lines(self, f: Any) -> Iterator[tuple[int, str]]:
         for n, raw in enumerate(f, start=1):
             self.bytes_read += len(raw)
             if n == 1 and raw.startswith(_BOM):
@@ -250,7 +250,7 @@ class RecordReader:
         yield record
 
     # -- JSON Lines: the column's value replaced in the raw line -----------------------------
-    def _jsonl(self, f) -> Iterator[Record]:
+    def _jsonl(self, f: Any) -> Iterator[Record]:
         for n, line in self._lines(f):
             if not line.strip():
                 yield Record(n, "", frame=(None, line))
@@ -261,7 +261,7 @@ class RecordReader:
             self.records += 1
 
     # -- CSV ---------------------------------------------------------------------------------
-    def _csv(self, f) -> Iterator[Record]:
+    def _csv(self, f: Any) -> Iterator[Record]:
         csv.field_size_limit(sys.maxsize)
         reader = csv.reader((line for _, line in self._lines(f)), strict=True)
         try:

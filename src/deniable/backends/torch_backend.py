@@ -61,6 +61,8 @@ __all__ = [
     "TorchBRR",
     "TorchTEM",
     "build",
+    "torch_mechanisms",
+    "torch_mechanism_class",
     "resolve_device",
     "torch_generator",
 ]
@@ -750,12 +752,23 @@ class TorchTEM(_TorchMixin, TEM):
 _CLASSES: dict[str, type] = {"madlib": TorchMadlib, "mahalanobis": TorchMahalanobis, "brr": TorchBRR, "tem": TorchTEM}
 
 
+def torch_mechanisms() -> list[str]:
+    """Names of the mechanisms with a torch backend."""
+    return sorted(_CLASSES)
+
+
+def torch_mechanism_class(name: str) -> type:
+    """The torch class of mechanism ``name``; ``ValueError`` naming the torch backends when it has none."""
+    if name not in _CLASSES:
+        raise ValueError(f"mechanism {name!r} has no torch backend (torch backends: {', '.join(torch_mechanisms())}); use backend='numpy'")
+    return _CLASSES[name]
+
+
 def build(name: str, embedding: Any = None, *, epsilon: float, device: Any = "cuda", **params: Any) -> Any:
     """Build mechanism ``name`` with the torch backend on ``device``."""
-    if name not in _CLASSES:
-        raise ValueError(f"mechanism {name!r} has no torch backend (torch backends: {', '.join(sorted(_CLASSES))}); use backend='numpy'")
+    cls = torch_mechanism_class(name)
     if embedding is None:
         from ..embeddings import load_embedding
 
         embedding = load_embedding()
-    return _CLASSES[name](embedding, epsilon=epsilon, device=device, **params)
+    return cls(embedding, epsilon=epsilon, device=device, **params)

@@ -174,3 +174,18 @@ def test_summary_warns_at_the_extremes_only():
     assert summary(0, n=10).warnings() == []  # too few words to say anything
     IDENTITY.privatize(" ".join(["the cat sat on the mat"] * 5), rng=0)
     assert "almost the input" in IDENTITY.last_privatization.warnings()[0]
+
+
+def test_summary_names_the_useful_range_from_the_shipped_calibration():
+    """The text layer finds the useful ε range through the extension point the package root
+    connects to the calibration layer (docs/architecture.md), for a mechanism built at a plain ε."""
+    import deniable
+    from deniable.text import privatize as text_privatize
+
+    assert text_privatize._USEFUL_RANGE is not None  # connected by `import deniable`
+    mech = deniable.get_mechanism("madlib", epsilon=1e4)  # almost nothing changes
+    mech.privatize(" ".join(["the cat sat on the mat and the dog ran to the park"] * 3), rng=0)
+    summary = mech.last_privatization
+    lo, hi = summary.useful_range
+    assert 1 < lo < hi < 100
+    assert "useful range on this vocabulary" in summary.warnings()[0]

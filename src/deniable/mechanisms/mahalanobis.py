@@ -7,10 +7,12 @@ Theorem 1 (paper file ``mahalanobis_mechanism.txt``).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from .._blas import single_threaded_blas
 from .._validation import check_unit_interval
 from ..metrics import MetricSpace
 from ..neighbors import SearchIndex
@@ -21,12 +23,47 @@ __all__ = ["Mahalanobis", "scaled_covariance"]
 
 def scaled_covariance(vectors: np.ndarray) -> np.ndarray:
     """Sample covariance of the embedding, scaled so that its trace equals the dimension (§3)."""
-    cov = np.cov(np.asarray(vectors, dtype=np.float64), rowvar=False)
-    cov = np.atleast_2d(cov)
+    x = np.array(vectors, dtype=np.float64)  # a copy: centred in place below
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"the Mahalanobis mechanism needs at least 2 embedding vectors, got shape {x.shape}")
+    x -= x.mean(axis=0)
+    cov = (x.T @ x) / (x.shape[0] - 1)  # one float64 GEMM (np.cov makes extra copies)
     tr = float(np.trace(cov))
     if not tr > 0:
         raise ValueError("the embedding's covariance has zero trace (all vectors equal); the Mahalanobis mechanism needs spread")
     return cov * (cov.shape[0] / tr)
+
+
+# Σ_λ and its square roots per (embedding fingerprint, λ): building the mechanism at several ε
+# (calibration, privacy targets, sweeps) must not redo the covariance and the eigendecomposition.
+_FACTORS: OrderedDict[tuple[str, float], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+_FACTORS_MAX = 4
+
+
+def _regularized_factors(embedding: Any, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Σ, Σ_λ^{1/2}, Σ_λ^{-1/2}) for an embedding, cached by its fingerprint (read-only arrays)."""
+    key = (str(embedding.fingerprint), float(lam))
+    hit = _FACTORS.get(key)
+    if hit is not None:
+        _FACTORS.move_to_end(key)
+        return hit
+    d = embedding.dim
+    sigma = scaled_covariance(embedding.vectors) if lam > 0 else np.zeros((d, d))
+    reg = lam * sigma + (1.0 - lam) * np.eye(d)
+    with single_threaded_blas():  # d × d: threads only spin-wait (seconds on a busy machine)
+        evals, evecs = np.linalg.eigh(reg)
+    if evals.min() <= 1e-12 * max(1.0, evals.max()):
+        raise ValueError(
+            f"lam={lam:g} gives a singular matrix lam*Sigma + (1-lam)*I (the embedding's covariance is "
+            "rank-deficient, e.g. fewer words than dimensions); use lam < 1"
+        )
+    out = (sigma, (evecs * np.sqrt(evals)) @ evecs.T, (evecs / np.sqrt(evals)) @ evecs.T)
+    for a in out:
+        a.flags.writeable = False
+    _FACTORS[key] = out
+    while len(_FACTORS) > _FACTORS_MAX:
+        _FACTORS.popitem(last=False)
+    return out
 
 
 class Mahalanobis(Madlib):
@@ -35,7 +72,7 @@ class Mahalanobis(Madlib):
     Each word w becomes the vocabulary word nearest (Euclidean) to φ(w) + Z, with
     Z = Y·Σ_λ^{1/2}·X, X uniform on the unit sphere, Y ~ Gamma(d, 1/ε), Σ_λ = λΣ + (1−λ)I and
     Σ the sample covariance scaled to trace d (Algorithm 1; Lemma 1: f(z) ∝ exp(−ε‖z‖_RM)).
-    Σ_λ^{1/2} is computed once, by a symmetric eigendecomposition. λ = 0 is exactly Madlib.
+    Σ_λ^{1/2} is computed once per (embedding, λ), by a symmetric eigendecomposition, and cached. λ = 0 is exactly Madlib.
 
     **Guarantee** (Theorem 1): ε·d-privacy with the regularized Mahalanobis distance
     d(w, w') = ‖φ(w) − φ(w')‖_RM = sqrt((φ(w)−φ(w'))ᵀ Σ_λ⁻¹ (φ(w)−φ(w'))), for all w, w' in the
@@ -62,18 +99,7 @@ class Mahalanobis(Madlib):
     ) -> None:
         self.lam = check_unit_interval("lam", lam)
         super().__init__(embedding, epsilon=epsilon, index=index, batch_size=batch_size)
-        d = self.embedding.dim
-        sigma = scaled_covariance(self.embedding.vectors) if self.lam > 0 else np.zeros((d, d))
-        reg = self.lam * sigma + (1.0 - self.lam) * np.eye(d)
-        evals, evecs = np.linalg.eigh(reg)
-        if evals.min() <= 1e-12 * max(1.0, evals.max()):
-            raise ValueError(
-                f"lam={self.lam:g} gives a singular matrix lam*Sigma + (1-lam)*I (the embedding's covariance is "
-                "rank-deficient, e.g. fewer words than dimensions); use lam < 1"
-            )
-        self.sigma = sigma
-        self._sqrt = (evecs * np.sqrt(evals)) @ evecs.T
-        self._inv_sqrt = (evecs / np.sqrt(evals)) @ evecs.T
+        self.sigma, self._sqrt, self._inv_sqrt = _regularized_factors(self.embedding, self.lam)
 
     def sample_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         z = super().sample_noise(n, rng)

@@ -5,7 +5,7 @@ For each mechanism with default parameters on the bundled embedding: per-word N_
 default ε grid (deniable.calibration.targets), every vocabulary word where the estimator allows
 (TEM: exact kernel; Madlib/Mahalanobis: radial, exact in the noise radius: every word screened
 with 4 directions, the 600 riskiest, the 1 % most isolated and 300 random words refined with
-128), isolated + random words for BRR (sampled); S_w quantiles from a stratified-sample sweep.
+128), isolated + random words for BRR (flips: nested randomized-response draws, every ε at once); S_w quantiles from a stratified-sample sweep.
 With ``--study`` also Mahalanobis at λ ∈ {0.25, 0.5, 0.75, 1} (rare-word exposure study), saved
 under build/calibration/.
 
@@ -102,9 +102,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "src/deniable/calibration/data"))
     ap.add_argument("--backend", default="numpy", choices=["numpy", "torch"])
     ap.add_argument("--directions", type=int, default=128)
-    ap.add_argument("--draws", type=int, default=100, help="BRR draws per word and grid epsilon")
+    ap.add_argument("--draws", type=int, default=100, help="BRR: random bit orders per word (flips estimator: every epsilon at once)")
     ap.add_argument("--brr-isolated", type=int, default=100)
     ap.add_argument("--brr-sample", type=int, default=300)
+    ap.add_argument("--brr-screen", type=int, default=8, help="BRR: draws screening every word (0: isolated + random words only)")
     ap.add_argument("--screen", type=int, default=4, help="radial: screening directions for every word")
     ap.add_argument("--refine", type=int, default=600, help="radial: highest-screened words refined")
     ap.add_argument("--isolated", type=int, default=0, help="radial: most isolated words refined (per ranking; the 1%% most isolated by nearest-neighbour distance always are)")
@@ -160,8 +161,8 @@ def main() -> None:
                 return deniable.get_mechanism("brr", emb, epsilon=e, backend="torch")
         kw = dict(directions=args.directions, rng=args.seed, progress=False, backend=args.backend)
         if name == "brr":
-            kw.update(words=args.brr_sample, isolated=args.brr_isolated, sample=args.brr_sample, draws=args.draws, extra=iso,
-                      sampler=sampler)
+            kw.update(words="auto" if args.brr_screen else args.brr_sample, isolated=args.brr_isolated, sample=args.brr_sample,
+                      draws=args.draws, extra=iso, sampler=sampler, screen=args.brr_screen, refine=args.refine)
         elif params:  # the study: the 1 % most isolated words and a random sample, no screening
             kw.update(words=args.sample, isolated=0, extra=iso, screen=0, directions=args.study_directions)
         elif name == "tem":

@@ -316,8 +316,56 @@ def _knn_dists(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:
 
     vocab_pts = np.asarray(points(np.arange(mechanism.n_words)), dtype=np.float32)
     kk = min(k + 1, vocab_pts.shape[0])  # +1: the word itself is its own nearest neighbour
-    _, dist = ExactEuclideanIndex(vocab_pts).knn(vocab_pts[ids], kk)
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size * 4 >= vocab_pts.shape[0]:  # most of the vocabulary: one cached all-words search
+        dist = _all_knn_dists(vocab_pts, kk)[ids]
+    else:
+        _, dist = ExactEuclideanIndex(vocab_pts).knn(vocab_pts[ids], kk)
     return dist[:, 1:] if kk > 1 else dist
+
+
+# k-NN distances of a whole point set against itself, by a hash of the points (memory, then the
+# disk cache of deniable.neighbors): every calibration or ε selection on one embedding ranks the
+# same words by isolation, and the search is a full V × V GEMM (≈ 20 s for 34K words here).
+_KNN_MEMO: dict[tuple[str, int], np.ndarray] = {}
+
+
+def _all_knn_dists(points: np.ndarray, k: int) -> np.ndarray:
+    import hashlib
+
+    from ..neighbors import ExactEuclideanIndex
+
+    h = hashlib.blake2b(np.ascontiguousarray(points).view(np.uint8), digest_size=12)
+    h.update(repr(points.shape).encode())
+    key = (h.hexdigest(), int(k))
+    if key in _KNN_MEMO:
+        return _KNN_MEMO[key]
+    path = None
+    try:
+        from .._files import cache_directory
+
+        path = cache_directory(None) / "knn" / f"{key[0]}-k{k}.npy"
+        if path.is_file():
+            d = np.load(path, allow_pickle=False)
+            if d.shape == (points.shape[0], k):
+                _KNN_MEMO[key] = d
+                return d
+    except (OSError, ValueError):
+        path = None
+    _, d = ExactEuclideanIndex(points).knn(points, k)
+    if len(_KNN_MEMO) >= 4:
+        _KNN_MEMO.pop(next(iter(_KNN_MEMO)))
+    _KNN_MEMO[key] = d
+    if path is not None:
+        try:
+            from .._files import atomic_binary
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_binary(path) as f:
+                np.save(f, d)
+        except OSError:
+            pass  # a read-only cache only costs time
+    return d
 
 
 def _knn_radius(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:

@@ -23,9 +23,14 @@ Where a calibration comes from (fastest first):
    ``radial``    noise = R·u with R ~ Gamma(d, 1/ε): for each sampled direction u the   Madlib,
                  output is w iff R ≤ t_w(u), the distance to the edge of w's Voronoi    Mahalanobis
                  cell along u; N_w(ε) = mean_u Pr[R ≤ t_w(u)], exact in R, for every ε
+   ``flips``    randomized response couples all ε through one uniform per bit: the     BRR (exact
+                 flipped bits are the first K ~ Binomial(L, p(ε)) of a random bit       Hamming
+                 order, and along that order w stays nearest up to a K found by         index)
+                 binary search with exact Hamming k-NN; N_w(ε) = mean over orders of
+                 a Binomial CDF combination, every ε at once, ties rounded up
    ``exact``    ``mechanism.probabilities(w)`` per word and ε                          any with
                                                                                         probabilities
-   ``sampled``  ``sample_ids`` at grid ε (12 per decade), Wilson bounds; words chosen  BRR, any
+   ``sampled``  ``sample_ids`` at grid ε (12 per decade), Wilson bounds; words chosen  any
                  by isolation (Hamming for BRR) plus a random sample
    ============  =====================================================================  ===========
 
@@ -72,7 +77,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-ESTIMATORS = ("kernel", "radial", "exact", "sampled")
+ESTIMATORS = ("kernel", "radial", "flips", "exact", "sampled")
 _DATA = Path(__file__).with_name("data")
 
 
@@ -481,6 +486,10 @@ def radial_edges(vectors: np.ndarray, ids: np.ndarray, directions: np.ndarray, *
     ``memory_elements`` (words × vocabulary × directions) float32 values."""
     if backend == "torch":
         return _radial_edges_torch(vectors, ids, directions, progress=progress)
+    # min_v ‖Δ_v‖² / (2 Δ_v·u) over Δ_v·u > 0 is 1 / (2 max_v Δ_v·u / ‖Δ_v‖²) when that max is
+    # > 0: three passes over the (words, directions, vocabulary) block and no masking (4× faster
+    # than dividing and masking). Arithmetic is float32; t is rounded up by _T_MARGIN (relative),
+    # far above float32 error, so rounding never under-states N_w = Pr[R ≤ t].
     X = np.asarray(vectors, dtype=np.float32)
     V = X.shape[0]
     D = directions.shape[0]
@@ -488,23 +497,31 @@ def radial_edges(vectors: np.ndarray, ids: np.ndarray, directions: np.ndarray, *
     P = np.ascontiguousarray((X @ directions.T.astype(np.float32)).T)  # (D, V)
     out = np.empty((ids.size, D))
     block = max(1, memory_elements // (V * D))
+    buf = np.empty((min(block, max(ids.size, 1)), D, V), dtype=np.float32)
     for s in range(0, ids.size, block):
         b = ids[s : s + block]
-        num = X[b] @ X.T  # (b, V) -> squared distances
-        num *= -2.0
-        num += sq[None, :]
-        num += sq[b][:, None]
-        np.maximum(num, 0.0, out=num)
-        num[np.arange(b.size), b] = np.inf  # the word itself never competes
-        den = P[None, :, :] - P[:, b].T[:, :, None]  # (b, D, V): (φ_v − φ_w)·u
-        den *= 2.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = num[:, None, :] / den
-        r[den <= 0] = np.inf
-        out[s : s + b.size] = r.min(axis=2)
+        m = b.size
+        inv = X[b] @ X.T  # (b, V) -> squared distances -> their inverses
+        inv *= -2.0
+        inv += sq[None, :]
+        inv += sq[b][:, None]
+        np.maximum(inv, 0.0, out=inv)
+        with np.errstate(divide="ignore"):
+            np.divide(1.0, inv, out=inv)
+        np.minimum(inv, np.float32(1e30), out=inv)  # a duplicate vector: huge but finite weight
+        inv[np.arange(m), b] = 0.0  # the word itself never competes
+        t = buf[:m]
+        np.subtract(P[None, :, :], P[:, b].T[:, :, None], out=t)  # (b, D, V): Δ_v·u
+        t *= inv[:, None, :]
+        mx = t.max(axis=2).astype(np.float64)
+        with np.errstate(divide="ignore"):
+            out[s : s + m] = np.where(mx > 0, (0.5 * (1.0 + _T_MARGIN)) / np.where(mx > 0, mx, 1.0), np.inf)
         if progress is not None:
-            progress(b.size)
+            progress(m)
     return out
+
+
+_T_MARGIN = 1e-4
 
 
 def _radial_edges_torch(vectors: np.ndarray, ids: np.ndarray, directions: np.ndarray, *, progress: Any = None) -> np.ndarray:
@@ -543,6 +560,134 @@ def _radial_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, directions:
         sums[:, j] = f.sum(axis=1)
         n_w[:, j] = sums[:, j] / D
     return n_w, _upper_bound(sums, D, confidence)
+
+
+def _flips_usable(mech: Any) -> bool:
+    from ..binary.hamming import FaissBinaryIndex, HammingIndex
+    from ..mechanisms.brr import BRR
+
+    if type(mech) is not BRR:
+        return False
+    idx = mech.index
+    return isinstance(idx, HammingIndex) or (isinstance(idx, FaissBinaryIndex) and idx.exact)
+
+
+def _faiss_flat(mech: Any) -> bool:
+    from ..binary.hamming import FaissBinaryIndex
+
+    return isinstance(mech.index, FaissBinaryIndex) and mech.index.exact
+
+
+def _hamming_sorted(mech: Any, k: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``f(queries) -> (n, k)`` smallest Hamming distances to the vocabulary's codes, ascending
+    (FAISS flat when the mechanism uses it, else the numpy scan; both exact)."""
+    from ..binary.hamming import FaissBinaryIndex, HammingIndex
+
+    idx = mech.index
+    if isinstance(idx, FaissBinaryIndex):
+        faiss, index = idx._faiss, idx._index
+
+        def fa(q: np.ndarray) -> np.ndarray:
+            xq = np.ascontiguousarray(q.astype("<u8").view(np.uint8).reshape(q.shape[0], -1))
+            before = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(1)  # see FaissBinaryIndex: spinning threads on a busy machine
+            try:
+                d, _ = index.search(xq, k)
+            finally:
+                faiss.omp_set_num_threads(before)
+            return d.astype(np.int64)
+
+        return fa
+    hi = idx if isinstance(idx, HammingIndex) else HammingIndex(mech.binary_embedding.codes)
+    return lambda q: hi.knn(q, k)[1]
+
+
+def _flips_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, draws: int, confidence: float, gen: np.random.Generator,
+                  progress: Callable[[int], None] | None, *, queries: int = 1 << 14) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """BRR: N_w over the whole ε grid from ``draws`` random bit orders per word (``flips`` estimator).
+
+    Randomized response flips each of the L bits with probability p(ε) = 1/(1+e^ε). Couple all ε
+    through one uniform per bit (bit i flips iff u_i < p): the flipped set is then the first K
+    bits of the random order of u, with K ~ Binomial(L, p(ε)), and grows with ε ↓. Along that
+    order, let g_v(K) = d(noisy, φ_v) − d(noisy, φ_w) = D_v − 2·A_v(K) (A_v: flipped bits where
+    φ_v differs from φ_w); it only decreases. So, per draw, w is the unique nearest code for
+    K < T, shares the minimum from T on, and loses for K ≥ S (T ≤ S found by binary search with
+    exact Hamming k-NN queries). The output is w with probability 1 for K < T, at most 1/(1+c)
+    for T ≤ K < S (c = codes tied with w at K = T; more ties only lower it, so this errs high)
+    and 0 from S on; hence per draw f(ε) = F_ε(T−1) + (F_ε(S−1) − F_ε(T−1))/(1+c), F_ε the
+    Binomial(L, p(ε)) CDF — every ε at once, exact in K. N_w(ε) = mean over draws of f(ε) ∈
+    [0, 1], so Wilson bounds apply as for the radial estimator."""
+    from scipy.stats import binom
+
+    from ..binary.codes import pack_bits
+
+    be = mech.binary_embedding
+    L, V = int(be.n_bits), len(be)
+    k = min(8, V)
+    nearest = _hamming_sorted(mech, k)
+    count_le = None  # exact tie counts beyond k, from the numpy scan (rare)
+    p = np.array([1.0 / (1.0 + math.exp(e)) for e in epsilons])
+    Ks = np.arange(L + 1)
+    # F[e, K + 1] = P[Binomial(L, p_e) <= K] for K = -1..L
+    F = np.zeros((epsilons.size, L + 2))
+    F[:, 1:] = binom.cdf(Ks[None, :], L, p[:, None])
+    F[:, -1] = 1.0
+    sums = np.zeros((ids.size, epsilons.size))
+    per_block = max(1, queries // max(draws, 1))
+    for s in range(0, ids.size, per_block):
+        w = ids[s : s + per_block]
+        n = w.size * draws
+        rank = gen.random((n, L)).argsort(axis=1).argsort(axis=1).astype(np.int16)  # bit i flips once K > rank[i]
+        base = be.codes[np.repeat(w, draws)]
+
+        def dists(K: np.ndarray, rows: np.ndarray, base: np.ndarray = base, rank: np.ndarray = rank) -> np.ndarray:
+            return nearest(base[rows] ^ pack_bits(rank[rows] < K[:, None]))
+
+        def first(pred: Callable[[np.ndarray, np.ndarray], np.ndarray], lo: np.ndarray) -> np.ndarray:
+            """Smallest K in (lo, L] with pred true (L + 1: never); pred(lo) is false."""
+            hi = np.full(n, L + 1, dtype=np.int64)
+            lo = lo.copy()
+            while True:
+                act = np.flatnonzero(hi - lo > 1)
+                if act.size == 0:
+                    return hi
+                mid = (lo[act] + hi[act]) // 2
+                ok = pred(dists(mid, act), mid)
+                hi[act[ok]] = mid[ok]
+                lo[act[~ok]] = mid[~ok]
+
+        # T: another code at distance <= K (the second smallest; w itself is at exactly K)
+        T = first(lambda d, K: d[:, 1] <= K, np.full(n, -1, dtype=np.int64)) if k > 1 else np.full(n, L + 1)
+        S = T.copy()
+        ties = np.zeros(n, dtype=np.int64)
+        at = np.flatnonzero(T <= L)
+        if at.size:
+            d = dists(T[at], at)
+            strict = d[:, 0] < T[at]
+            c = (d <= T[at][:, None]).sum(axis=1) - 1
+            full = ~strict & (c >= k - 1) & (k < V)
+            if full.any():  # more ties than k shows: count them exactly
+                from ..binary.hamming import HammingIndex
+
+                count_le = count_le or HammingIndex(be.codes)
+                rows = at[full]
+                q = base[rows] ^ pack_bits(rank[rows] < T[rows][:, None])
+                c[full] = (count_le.distances(q) <= T[rows][:, None]).sum(axis=1) - 1
+            ties[at] = np.where(strict, 0, c)
+            tie_rows = at[~strict]
+            if tie_rows.size:
+                lo = np.full(n, L + 1, dtype=np.int64)
+                lo[tie_rows] = T[tie_rows]
+                S_t = first(lambda d, K: d[:, 0] < K, lo)
+                S[tie_rows] = S_t[tie_rows]
+        FT = F[:, np.minimum(T, L + 1)]  # F(T - 1): column K + 1 = T
+        FS = F[:, np.minimum(S, L + 1)]
+        f = FT + (FS - FT) / (1.0 + ties)[None, :]  # (E, n)
+        sums[s : s + w.size] = f.reshape(epsilons.size, w.size, draws).sum(axis=2).T
+        if progress is not None:
+            progress(w.size)
+    n_w = sums / draws
+    return n_w, _upper_bound(sums, draws, confidence), {"draws": draws}
 
 
 def _tem_usable(mech: Any) -> bool:
@@ -685,6 +830,8 @@ def _pick_estimator(probe: Any) -> str:
         return "kernel"
     if _radial_directions(probe, 1, np.random.default_rng(0)) is not None:
         return "radial"
+    if _flips_usable(probe) and not getattr(probe, "has_exact_probabilities", False) and _faiss_flat(probe):
+        return "flips"  # with the numpy scan, per-ε sampling is about as fast
     if _has_probabilities(probe):
         return "exact"
     return "sampled"
@@ -706,7 +853,7 @@ def compute_calibration(
     backend: str = "numpy",
     extra: Sequence[int] | np.ndarray | None = None,
     sampler: Callable[[float], Any] | None = None,
-    screen: int = 8,
+    screen: int | None = None,
     refine: int = 300,
 ) -> Calibration:
     """Measure N_w over an ε grid for ``factory(ε)`` (see the module docstring for estimators).
@@ -726,7 +873,8 @@ def compute_calibration(
     estimator
         ``"auto"`` or one of :data:`ESTIMATORS`.
     directions, draws
-        Directions per word (radial); samples per word and grid ε (sampled: the grid is thinned
+        Directions per word (radial); random bit orders per word (flips, all ε at once);
+        samples per word and grid ε (sampled: the grid is thinned
         to 12 points per decade, starts one grid decade below the first ε where a measured word
         is ever returned unchanged, and stops once every measured word keeps itself ≥ 99.5 % of the
         time; N_w is taken to grow with ε outside the measured range).
@@ -737,11 +885,13 @@ def compute_calibration(
     extra
         Vocabulary ids always measured as well (not part of the random sample).
     screen, refine
-        Radial with ``words="auto"``: every word is screened with ``screen`` directions; the
-        ``refine`` words with the highest screened N_w (area under the curve over the grid), the
-        ``isolated`` most isolated words and ``sample`` random words are then measured with
-        ``directions`` directions and get upper confidence bounds; the other words keep their
-        screened point estimates. ``screen=0`` measures only the refined words.
+        Radial or flips with ``words="auto"``: every word is screened with ``screen`` directions
+        (draws); the ``refine`` words with the highest screened N_w (area under the curve over
+        the grid), the ``isolated`` most isolated words and ``sample`` random words are then
+        measured with ``directions`` directions (``draws`` draws) and get upper confidence
+        bounds; the other words keep their screened point estimates. ``screen=0`` measures only
+        the refined words. Default: 8 for radial, 0 for flips (screening every word of a 34K
+        vocabulary costs minutes there; the shipped BRR calibration does it).
     sampler
         ``sampler(epsilon)`` that draws for the ``sampled`` estimator (e.g. the torch backend of
         the same mechanism); default ``factory``.
@@ -758,6 +908,8 @@ def compute_calibration(
         raise ValueError(f"estimator must be 'auto' or one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     t0 = time.perf_counter()
     all_ids = np.arange(V, dtype=np.int64)
+    screened = False  # screening every word: only when the words are chosen here ("auto")
+    n_screen = (8 if est == "radial" else 0) if screen is None else check_int("screen", screen, minimum=0)
     if isinstance(words, str) and words == "all":
         ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"
     elif isinstance(words, (list, tuple, np.ndarray)):
@@ -768,8 +920,9 @@ def compute_calibration(
         coverage = "all words" if np.unique(ids).size >= V else f"{ids.size} given words"
     elif (isinstance(words, str) and words == "auto" and (est == "kernel" or V <= 2 * isolated + sample)):
         ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"
-    elif isinstance(words, str) and words == "auto" and est == "radial" and screen:
-        ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"  # set by _radial_screened
+    elif isinstance(words, str) and words == "auto" and est in ("radial", "flips") and n_screen:
+        ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"  # set by _screened
+        screened = True
     else:
         n_sample = sample if isinstance(words, str) else check_int("words", words, minimum=1)
         ext = _isolated_words(probe, isolated)
@@ -788,10 +941,18 @@ def compute_calibration(
         if est == "kernel":
             n_w, meta = _kernel_curves(factory, probe, ids, eps, progress=upd)
             up = n_w.copy()
-        elif est == "radial" and screen:
+        elif screened:
             bar.close()
-            n_w, up, is_sample, coverage, meta = _radial_screened(
-                probe, eps, V, directions, screen, refine, isolated, sample, extra, confidence, gen, progress, backend, name)
+            if est == "radial":
+                def curves(ids_: np.ndarray, n: int, update: Any) -> tuple[np.ndarray, np.ndarray]:
+                    return _radial_curves(probe, ids_, eps, _radial_directions(probe, n, gen), confidence, update, backend)
+                full, unit = directions, "directions"
+            else:
+                def curves(ids_: np.ndarray, n: int, update: Any) -> tuple[np.ndarray, np.ndarray]:
+                    return _flips_curves(probe, ids_, eps, n, confidence, gen, update)[:2]
+                full, unit = draws, "draws"
+            n_w, up, is_sample, coverage, meta = _screened(
+                probe, eps, V, full, n_screen, refine, isolated, sample, extra, confidence, gen, progress, name, curves, unit)
             ids = np.arange(V, dtype=np.int64)
         elif est == "radial":
             U = _radial_directions(probe, directions, gen)
@@ -799,6 +960,10 @@ def compute_calibration(
                 raise ValueError(f"the radial estimator does not apply to {type(probe).__name__}")
             n_w, up = _radial_curves(probe, ids, eps, U, confidence, upd, backend)
             meta = {"directions": directions}
+        elif est == "flips":
+            if not _flips_usable(probe):
+                raise ValueError(f"the flips estimator applies to BRR with an exact Hamming index, not {type(probe).__name__}")
+            n_w, up, meta = _flips_curves(probe, ids, eps, draws, confidence, gen, upd)
         elif est == "exact":
             n_w = _exact_curves(factory, ids, eps, upd)
             up = n_w.copy()
@@ -860,15 +1025,16 @@ def mechanism_for_target(
     return mech
 
 
-def _radial_screened(probe: Any, eps: np.ndarray, V: int, directions: int, screen: int, refine: int, isolated: int,
-                     sample: int, extra: Any, confidence: float, gen: np.random.Generator, progress: bool | None,
-                     backend: str, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, dict[str, Any]]:
-    """Screen every word with a few directions, refine the riskiest (see compute_calibration)."""
+def _screened(probe: Any, eps: np.ndarray, V: int, full: int, screen: int, refine: int, isolated: int, sample: int,
+              extra: Any, confidence: float, gen: np.random.Generator, progress: bool | None, name: str,
+              curves: Callable[[np.ndarray, int, Callable[[int], None] | None], tuple[np.ndarray, np.ndarray]],
+              unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, dict[str, Any]]:
+    """Screen every word with ``screen`` directions / draws, refine the riskiest with ``full``
+    (see compute_calibration). ``curves(ids, n, update) -> (n_w, upper)`` measures words."""
     all_ids = np.arange(V, dtype=np.int64)
-    Us = _radial_directions(probe, screen, gen)
     bar = _bar(V, progress, f"calibrate {name} (screen)")
     try:
-        n_s, _ = _radial_curves(probe, all_ids, eps, Us, confidence, bar.update, backend)
+        n_s, _ = curves(all_ids, screen, bar.update)
     finally:
         bar.close()
     area = n_s.mean(axis=1)
@@ -877,23 +1043,24 @@ def _radial_screened(probe: Any, eps: np.ndarray, V: int, directions: int, scree
     rand = np.sort(gen.choice(V, size=min(sample, V), replace=False))
     more = np.zeros(0, np.int64) if extra is None else np.asarray(extra, dtype=np.int64)
     ref = np.union1d(np.union1d(top, iso), np.union1d(rand, more)).astype(np.int64)
-    U = _radial_directions(probe, directions, gen)
     bar = _bar(ref.size, progress, f"calibrate {name} (refine)")
     try:
-        n_r, up_r = _radial_curves(probe, ref, eps, U, confidence, bar.update, backend)
+        n_r, up_r = curves(ref, full, bar.update)
     finally:
         bar.close()
     n_w = n_s.copy()
     up = n_s.copy()
     n_w[ref] = n_r
     up[ref] = up_r
-    ref = refine_worst(probe, eps, n_w, up, ref, U, confidence, backend=backend, progress=progress, name=name)
+    ref = refine_worst(probe, eps, n_w, up, ref, None, confidence, progress=progress, name=name,
+                       curves=lambda ids, update: curves(ids, full, update))
     coverage = (
-        f"all {V} words ({ref.size} refined with {directions} directions and {confidence:.0%} upper bounds: the {top.size} "
+        f"all {V} words ({ref.size} refined with {full} {unit} and {confidence:.0%} upper bounds: the {top.size} "
         f"highest after screening, the {iso.size} most isolated, {rand.size} random{f', {more.size} given' if more.size else ''}, "
-        f"and the top {_PER_EPS} at every grid epsilon; the other words by their {screen}-direction screening estimate)"
+        f"and the top {_PER_EPS} at every grid epsilon; the other words by their {screen}-{unit[:-1]} screening estimate)"
     )
-    meta = {"directions": directions, "screen_directions": screen, "refined": int(ref.size), "refined_top": int(top.size),
+    key = "directions" if unit == "directions" else "draws"
+    meta = {key: full, f"screen_{key}": screen, "refined": int(ref.size), "refined_top": int(top.size),
             "refined_ids": ref.tolist()}
     # medians and quantiles come from the random refined words (the screening estimates of a
     # few directions are too coarse for them); the words-changed mean uses every word
@@ -937,13 +1104,22 @@ def known_calibration(mechanism: Any, *, cache_dir: str | os.PathLike[str] | Non
 _PER_EPS = 3
 
 
-def refine_worst(mech: Any, eps: np.ndarray, n_w: np.ndarray, up: np.ndarray, refined: np.ndarray, directions: np.ndarray,
+def refine_worst(mech: Any, eps: np.ndarray, n_w: np.ndarray, up: np.ndarray, refined: np.ndarray, directions: np.ndarray | None,
                  confidence: float, *, rounds: int = 6, per_eps: int = _PER_EPS, backend: str = "numpy",
-                 progress: bool | None = False, name: str = "") -> np.ndarray:
-    """Refine (in place, radial with ``directions``) every screened-only word that is among the
-    ``per_eps`` highest upper bounds at some grid ε, until the top words at every ε are refined
-    (at most ``rounds`` rounds). So the worst word at each ε, which decides a target, always has a
-    proper upper bound rather than a coarse screening estimate. Returns the refined ids."""
+                 progress: bool | None = False, name: str = "",
+                 curves: Callable[[np.ndarray, Callable[[int], None] | None], tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
+    """Refine (in place: radial with ``directions``, or ``curves(ids, update) -> (n_w, upper)``)
+    every screened-only word that is among the ``per_eps`` highest upper bounds at some grid ε,
+    until the top words at every ε are refined (at most ``rounds`` rounds). So the worst word at
+    each ε, which decides a target, always has a proper upper bound rather than a coarse
+    screening estimate. Returns the refined ids."""
+    if curves is None:
+        if directions is None:
+            raise ValueError("give directions (radial) or curves")
+
+        def curves(ids: np.ndarray, update: Callable[[int], None] | None) -> tuple[np.ndarray, np.ndarray]:
+            return _radial_curves(mech, ids, eps, directions, confidence, update, backend)
+
     refined = np.unique(np.asarray(refined, dtype=np.int64))
     k = min(per_eps, up.shape[0])
     for _ in range(rounds):
@@ -953,7 +1129,7 @@ def refine_worst(mech: Any, eps: np.ndarray, n_w: np.ndarray, up: np.ndarray, re
             break
         bar = _bar(todo.size, progress, f"calibrate {name} (worst words)")
         try:
-            a, b = _radial_curves(mech, todo, eps, directions, confidence, bar.update, backend)
+            a, b = curves(todo, bar.update)
         finally:
             bar.close()
         n_w[todo], up[todo] = a, b

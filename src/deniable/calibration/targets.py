@@ -645,7 +645,7 @@ def _flips_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, draws: int, 
 
         def first(pred: Callable[[np.ndarray, np.ndarray], np.ndarray], lo: np.ndarray) -> np.ndarray:
             """Smallest K in (lo, L] with pred true (L + 1: never); pred(lo) is false."""
-            hi = np.full(n, L + 1, dtype=np.int64)
+            hi = np.full(lo.size, L + 1, dtype=np.int64)
             lo = lo.copy()
             while True:
                 act = np.flatnonzero(hi - lo > 1)

@@ -16,6 +16,7 @@ from .._blas import single_threaded_blas
 from .._validation import check_unit_interval
 from ..metrics import MetricSpace
 from ..neighbors import SearchIndex
+from .base import Guarantee
 from .madlib import Madlib
 
 __all__ = ["Mahalanobis", "scaled_covariance"]
@@ -124,9 +125,7 @@ class Mahalanobis(Madlib):
         return MetricSpace(pts, "euclidean", key=("mahalanobis", self.embedding.fingerprint, self.lam))
 
     @property
-    def guarantee(self):  # type: ignore[override]
-        from .base import Guarantee
-
+    def guarantee(self) -> Guarantee:
         return Guarantee(self.epsilon, f"regularized Mahalanobis distance (lam={self.lam:g}) between embedding vectors", self._domain)
 
     def _params(self) -> dict[str, Any]:

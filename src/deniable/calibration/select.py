@@ -300,6 +300,7 @@ def select_epsilon(
                 hi = nxt
             if lo is None:
                 return None, hi
+        assert lo is not None  # set by the bracketing above
         while hi is not None and hi / lo > 1.0 + rtol:
             mid = math.sqrt(lo * hi)
             if evaluate(mid, "bisect", on=on):
@@ -315,16 +316,15 @@ def select_epsilon(
     exact = all(e["draws"] is None for e in evaluations)
 
     if exact:
-        if final_all is None or final_all:
-            if coverage != "all words":
-                coverage = "all words"
-                if not evaluate(lo, "final", on=all_ids):
-                    # a word outside the measured set fails: continue the search on all words
-                    words = all_ids
-                    lo, hi = search(lo, False, "bracket")
-                    if lo is None:
-                        return EpsilonSelection(None, targets, None, evaluations, coverage=coverage)
-                    capped = False
+        if (final_all is None or final_all) and coverage != "all words":
+            coverage = "all words"
+            if not evaluate(lo, "final", on=all_ids):
+                # a word outside the measured set fails: continue the search on all words
+                words = all_ids
+                lo, hi = search(lo, False, "bracket")
+                if lo is None:
+                    return EpsilonSelection(None, targets, None, evaluations, coverage=coverage)
+                capped = False
         return EpsilonSelection(lo, targets, passed[lo], evaluations, capped=capped, coverage=coverage)
 
     # sampled: fresh re-checks at the Bonferroni-adjusted level; step down while they fail

@@ -15,24 +15,19 @@ Where a calibration comes from (fastest first):
    parameters (``$DENIABLE_CACHE_DIR/calibration/``);
 3. **computed** now, with a progress bar, by the best estimator the mechanism supports:
 
-   ============  =====================================================================  ===========
-   estimator     how                                                                    mechanisms
-   ============  =====================================================================  ===========
-   ``kernel``    exact closed form from each word's distance histogram; bins are        TEM
-                 rounded up, so N_w is over-estimated by at most a stated factor         (Euclidean)
-   ``radial``    noise = R·u with R ~ Gamma(d, 1/ε): for each sampled direction u the   Madlib,
-                 output is w iff R ≤ t_w(u), the distance to the edge of w's Voronoi    Mahalanobis
-                 cell along u; N_w(ε) = mean_u Pr[R ≤ t_w(u)], exact in R, for every ε
-   ``flips``    randomized response couples all ε through one uniform per bit: the     BRR (exact
-                 flipped bits are the first K ~ Binomial(L, p(ε)) of a random bit       Hamming
-                 order, and along that order w stays nearest up to a K found by         index)
-                 binary search with exact Hamming k-NN; N_w(ε) = mean over orders of
-                 a Binomial CDF combination, every ε at once, ties rounded up
-   ``exact``    ``mechanism.probabilities(w)`` per word and ε                          any with
-                                                                                        probabilities
-   ``sampled``  ``sample_ids`` at grid ε (12 per decade), Wilson bounds; words chosen  any
-                 by isolation (Hamming for BRR) plus a random sample
-   ============  =====================================================================  ===========
+   * ``kernel`` (TEM, Euclidean): exact closed form from each word's distance histogram; bins
+     are rounded up, so N_w is over-estimated by at most a stated factor.
+   * ``radial`` (Madlib, Mahalanobis): noise = R·u with R ~ Gamma(d, 1/ε); for each sampled
+     direction u the output is w iff R ≤ t_w(u), the distance to the edge of w's Voronoi cell
+     along u; N_w(ε) = mean_u Pr[R ≤ t_w(u)], exact in R, for every ε.
+   * ``flips`` (BRR with an exact Hamming index): randomized response couples all ε through one
+     uniform per bit, so the flipped bits are the first K ~ Binomial(L, p(ε)) of a random bit
+     order; along that order w stays nearest up to a K found by binary search with exact
+     Hamming k-NN; N_w(ε) = mean over orders of a Binomial-CDF combination, every ε at once,
+     ties rounded up.
+   * ``exact`` (any mechanism with probabilities): ``mechanism.probabilities(w)`` per word and ε.
+   * ``sampled`` (any): ``sample_ids`` at grid ε (12 per decade), Wilson bounds; words chosen
+     by isolation (Hamming for BRR) plus a random sample.
 
 Confidence. ``n_w_upper`` is a one-sided upper bound at level ``confidence``: Wilson's score
 bound on the sum of the per-direction (per-draw, per-order) values, each in [0, 1] (a Bernoulli
@@ -238,8 +233,8 @@ class Calibration:
     def useful_range(self) -> tuple[float, float]:
         """ε where the median word's N_w crosses 0.05 and 0.95 (outside: output ≈ noise / ≈ input)."""
         med = self.quantile(0.5)
-        lo = self.epsilons[np.searchsorted(med, 0.05)] if med[-1] >= 0.05 else self.epsilons[-1]
-        hi = self.epsilons[min(np.searchsorted(med, 0.95), len(med) - 1)]
+        lo = self.epsilons[int(np.searchsorted(med, 0.05))] if med[-1] >= 0.05 else self.epsilons[-1]
+        hi = self.epsilons[min(int(np.searchsorted(med, 0.95)), len(med) - 1)]
         return float(lo), float(hi)
 
     def choose(self, max_n_w: float) -> EpsilonChoice:
@@ -320,7 +315,7 @@ class Calibration:
         arrays["header"] = np.array(json.dumps(header))
         path = Path(path)
         with atomic_binary(path) as f:
-            np.savez_compressed(f, **arrays)
+            np.savez_compressed(f, **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle as a kwarg
         return path
 
     @classmethod
@@ -404,7 +399,7 @@ def _cache_file(name: str, params: dict[str, Any], fingerprint: str, cache_dir: 
 def calibration_for(
     factory: Callable[[float], Any],
     *,
-    cache_dir: str | os.PathLike[str] | None | bool = None,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
     progress: bool | None = None,
     rng: RNGLike = 0,
     **options: Any,
@@ -748,7 +743,7 @@ def _exact_curves(factory: Callable[[float], Any], ids: np.ndarray, epsilons: np
 
 
 def _sampled_curves(factory: Callable[[float], Any], ids: np.ndarray, epsilons: np.ndarray, draws: int, confidence: float,
-                    gen: np.random.Generator, progress: Callable[[int], None] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    gen: np.random.Generator, progress: Callable[[float], None] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Wilson bounds from ``draws`` samples per word at a thinned, bracketed part of the grid;
     returns (n_w, upper, measured-epsilon mask). Unmeasured grid points copy the nearest
     measured one above (below the bracket) or below (above it, where every word was ≥ 0.995)."""
@@ -918,7 +913,7 @@ def compute_calibration(
             raise ValueError(f"words must be vocabulary ids in [0, {V - 1}]")
         is_sample = np.ones(ids.size, bool)
         coverage = "all words" if np.unique(ids).size >= V else f"{ids.size} given words"
-    elif (isinstance(words, str) and words == "auto" and (est == "kernel" or V <= 2 * isolated + sample)):
+    elif (isinstance(words, str) and words == "auto" and (est == "kernel" or 2 * isolated + sample >= V)):
         ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"
     elif isinstance(words, str) and words == "auto" and est in ("radial", "flips") and n_screen:
         ids, is_sample, coverage = all_ids, np.ones(V, bool), "all words"  # set by _screened
@@ -945,7 +940,9 @@ def compute_calibration(
             bar.close()
             if est == "radial":
                 def curves(ids_: np.ndarray, n: int, update: Any) -> tuple[np.ndarray, np.ndarray]:
-                    return _radial_curves(probe, ids_, eps, _radial_directions(probe, n, gen), confidence, update, backend)
+                    U = _radial_directions(probe, n, gen)
+                    assert U is not None  # the radial estimator was picked for this mechanism
+                    return _radial_curves(probe, ids_, eps, U, confidence, update, backend)
                 full, unit = directions, "directions"
             else:
                 def curves(ids_: np.ndarray, n: int, update: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -993,7 +990,7 @@ def mechanism_for_target(
     backend: str = "numpy",
     device: str | None = None,
     progress: bool | None = None,
-    cache_dir: str | os.PathLike[str] | None | bool = None,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
     **params: Any,
 ) -> Any:
     """``get_mechanism`` with a privacy target: exactly one of ``epsilon`` and ``max_n_w``.

@@ -140,3 +140,20 @@ def test_default_codes_hamming_stats():
     brr = deniable.get_mechanism("brr", epsilon=1.0)
     sb = mechanism_metric_stats(brr)
     assert 60 < sb.avg < 200 and sb.max <= 256 and sb.n == 33849
+
+
+def test_privacy_ratio_refuses_mechanisms_with_infinite_distances():
+    """CusText and SanText+ guarantee ε·d with d = ∞ across output sets / sensitivity classes:
+    no metric scale, so the ratio must refuse them rather than use the vectors' distances."""
+    from deniable.calibration.privacy_ratio import mechanism_metric_stats
+    from deniable.mechanisms.custext import CusText
+    from deniable.mechanisms.santext import SanText, SanTextPlus
+
+    emb = _emb()
+    for mech in (CusText(emb, epsilon=1.0, K=5, cache_dir=False), SanTextPlus(emb, epsilon=1.0, cache_dir=False)):
+        assert mech.finite_metric is False
+        with pytest.raises(ValueError, match="privacy ratio is undefined"):
+            mechanism_metric_stats(mech)
+    # control: SanText's distance is finite and gets statistics
+    stats = mechanism_metric_stats(SanText(emb, epsilon=1.0, cache_dir=False))
+    assert math.isfinite(stats.aggregate("avg")) and stats.aggregate("avg") > 0

@@ -284,6 +284,12 @@ def mechanism_metric_stats(mechanism: Any, *, memory_bytes: int = _DEFAULT_MEMOR
     A mechanism without a point form (``metric_space()`` is None): its ``distance`` method on
     all pairs.
     """
+    if not getattr(mechanism, "finite_metric", True):
+        raise ValueError(
+            f"{getattr(mechanism, 'name', type(mechanism).__name__)}'s guarantee distance is infinite between some words "
+            f"({mechanism.guarantee.metric}), so it has no metric scale and the privacy ratio is undefined; "
+            "compare mechanisms by a privacy target instead (get_mechanism(..., max_n_w=...), --max-nw)"
+        )
     try:
         return _BY_INSTANCE[mechanism]
     except (KeyError, TypeError):

@@ -62,10 +62,13 @@ class Mechanism(ABC):
       where it has that form (the privacy ratio's fast path), else None;
     * :attr:`params` — the constructor parameters besides ε;
     * :attr:`has_exact_probabilities` — whether :meth:`probabilities` gives the exact output
-      distribution (then statistics are computed, not sampled).
+      distribution (then statistics are computed, not sampled);
+    * :attr:`finite_metric` — False when d is infinite between some words (an output reveals a
+      partition of the input), so metric scales, and the privacy ratio, are undefined.
     """
 
     name: ClassVar[str] = "mechanism"
+    finite_metric: ClassVar[bool] = True
     #: Set by ``get_mechanism(..., max_n_w=...)``: how ε was chosen (a
     #: :class:`~deniable.calibration.targets.EpsilonChoice`); every subclass's ``guarantee``
     #: then carries it as ``Guarantee.chosen_by``.

@@ -124,6 +124,7 @@ class CusText(EmbeddingMechanism):
     """
 
     name = "custext"
+    finite_metric = False  # d is infinite between some words: no privacy ratio
     metric: str  # the metric of the output sets (see EmbeddingMechanism.metric_space)
 
     def __init__(self, embedding: Any, *, epsilon: float, K: int = 20, metric: str = "euclidean", cache_dir: str | os.PathLike[str] | bool | None = None) -> None:

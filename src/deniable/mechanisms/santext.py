@@ -209,6 +209,7 @@ class SanTextPlus(SanText):
     """
 
     name = "santext_plus"
+    finite_metric = False  # d is infinite between some words: no privacy ratio
 
     def __init__(
         self,

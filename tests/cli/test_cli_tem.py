@@ -116,3 +116,27 @@ def test_unknown_param_lists_known_names(emb_file, tmp_path) -> None:
     res = CliRunner().invoke(cli, ["precompute", "tem", "-e", "5", "--embedding", str(emb_file), "--cache-dir", str(tmp_path), "--param", "lam=1"])
     assert res.exit_code == 2
     assert "known: beta, gamma, k" in _one_line_error(res)
+
+
+@pytest.mark.parametrize("name", ["santext", "santext_plus", "custext", "truncated_gumbel", "diffractor"])
+def test_precompute_tables_of_the_other_mechanisms(emb_file, tmp_path, name) -> None:
+    """`deniable precompute NAME` writes the cache the mechanism then uses, and reuses it."""
+    from deniable.mechanisms import get_mechanism
+
+    cache = tmp_path / "cache"
+    params = ["--param", "k=8"] if name in ("santext", "santext_plus", "truncated_gumbel") else []
+    params += ["--param", "K=5"] if name == "custext" else []
+    res = run("precompute", name, "--embedding", str(emb_file), "--cache-dir", str(cache), *params)
+    assert res.exit_code == 0, res.output
+    files = sorted(cache.iterdir())
+    assert files and all(str(f) in res.output for f in files)
+    before = {f: f.stat().st_mtime_ns for f in files}
+    kw = {"k": 8} if params and "k=8" in params else ({"K": 5} if name == "custext" else {})
+    mech = get_mechanism(name, load_embedding(emb_file), epsilon=2.0, cache_dir=cache, **kw)
+    mech.precompute()
+    assert sorted(cache.iterdir()) == files and {f: f.stat().st_mtime_ns for f in files} == before  # used, not rebuilt
+
+
+def test_precompute_tables_bad_parameter_exits_2(emb_file, tmp_path) -> None:
+    res = CliRunner().invoke(cli, ["precompute", "custext", "--param", "bogus=1", "--embedding", str(emb_file), "--cache-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "bogus" in res.output

@@ -15,7 +15,7 @@ _TEM_PARAMS = ("beta", "gamma", "k", "neighbors", "metric", "memory_bytes")
 
 @click.group()
 def precompute() -> None:
-    """Precompute and cache mechanism tables (TEM neighbourhoods)."""
+    """Precompute and cache mechanism tables (TEM, SanText, SanText+, CusText, Truncated Gumbel, 1-Diffractor)."""
 
 
 @precompute.command("tem")
@@ -93,3 +93,45 @@ def tem(
         f"at this epsilon: {100 * summary['lookup_fraction']:.1f}% of words sample by table lookup only; "
         f"mean |L_w| among stored neighbours {summary['mean_listed']:.2f}"
     )
+
+
+#: Mechanisms with an ε-independent table to precompute (besides TEM, which has its own command).
+TABLE_MECHANISMS = ("santext", "santext_plus", "custext", "truncated_gumbel", "diffractor")
+
+
+def _table_command(name: str) -> None:
+    @precompute.command(name, help=f"Build (or check) the cached tables {name} samples from (independent of epsilon).")
+    @click.option("-e", "--epsilon", type=float, default=1.0, show_default=True, callback=positive_epsilon,
+                  help="Any epsilon > 0 (the tables do not depend on it).")
+    @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help=f"{name} constructor parameter (repeatable).")
+    @click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
+    @click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+    @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+                  help="Cache folder [default: $DENIABLE_CACHE_DIR or ~/.cache/deniable].")
+    @click.option("--rebuild", is_flag=True, help="Recompute even if the cache file exists.")
+    @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+    def command(epsilon: float, params: tuple[str, ...], embedding_path: str | None, limit: int | None, cache_dir: str | None,
+                rebuild: bool, show_progress: bool | None) -> None:
+        from ..embeddings import load_embedding
+        from ..mechanisms import get_mechanism
+
+        kw: dict[str, Any] = parse_params(params)
+        embedding = load_embedding(embedding_path, limit=limit)
+        try:
+            mech = get_mechanism(name, embedding, epsilon=epsilon, cache_dir=cache_dir, **kw)
+        except DataError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise click.UsageError(f"invalid {name} parameters: {exc}") from None
+        t0 = time.perf_counter()
+        mech.precompute(progress=show_progress, rebuild=rebuild)
+        elapsed = time.perf_counter() - t0
+        files = getattr(mech, "cache_files", None) or [getattr(mech, "cache_file", None)]
+        files = [f for f in files if f is not None]
+        click.echo(f"cache: {', '.join(str(f) for f in files) if files else '(not cached)'}")
+        size = sum(f.stat().st_size for f in files if f.exists())
+        click.echo(f"{name}: {mech.n_words} words, {size / 2**20:.1f} MiB on disk, {elapsed:.1f} s")
+
+
+for _name in TABLE_MECHANISMS:
+    _table_command(_name)

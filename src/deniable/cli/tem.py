@@ -124,7 +124,8 @@ def _table_command(name: str) -> None:
         except (TypeError, ValueError) as exc:
             raise click.UsageError(f"invalid {name} parameters: {exc}") from None
         t0 = time.perf_counter()
-        mech.precompute(progress=show_progress, rebuild=rebuild)
+        table_owner: Any = mech  # every TABLE_MECHANISMS class has precompute()
+        table_owner.precompute(progress=show_progress, rebuild=rebuild)
         elapsed = time.perf_counter() - t0
         files = getattr(mech, "cache_files", None) or [getattr(mech, "cache_file", None)]
         files = [f for f in files if f is not None]

@@ -809,25 +809,14 @@ def _isolated_words(probe: Any, m: int) -> np.ndarray:
     return ext
 
 
-def _has_probabilities(mech: Any) -> bool:
-    fn = getattr(mech, "probabilities", None)
-    if not callable(fn):
-        return False
-    try:
-        fn(0)
-    except NotImplementedError:
-        return False
-    return True
-
-
 def _pick_estimator(probe: Any) -> str:
     if _tem_usable(probe):
         return "kernel"
     if _radial_directions(probe, 1, np.random.default_rng(0)) is not None:
         return "radial"
-    if _flips_usable(probe) and not getattr(probe, "has_exact_probabilities", False) and _faiss_flat(probe):
+    if _flips_usable(probe) and not probe.has_exact_probabilities and _faiss_flat(probe):
         return "flips"  # with the numpy scan, per-ε sampling is about as fast
-    if _has_probabilities(probe):
+    if probe.has_exact_probabilities:  # the Mechanism contract
         return "exact"
     return "sampled"
 

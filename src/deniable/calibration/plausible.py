@@ -335,7 +335,7 @@ def _all_knn_dists(points: np.ndarray, k: int) -> np.ndarray:
 
     from ..neighbors import ExactEuclideanIndex
 
-    h = hashlib.blake2b(np.ascontiguousarray(points).tobytes(), digest_size=12)
+    h = hashlib.blake2b(np.ascontiguousarray(points).data, digest_size=12)  # no copy of the matrix
     h.update(repr(points.shape).encode())
     key = (h.hexdigest(), int(k))
     if key in _KNN_MEMO:

@@ -170,7 +170,7 @@ class Embedding(Vocabulary):
         h.update(f"{len(self)}x{self.dim}\n".encode())
         h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
         h.update(b"\0")
-        h.update(np.ascontiguousarray(self._vectors, dtype="<f4").tobytes())
+        h.update(np.ascontiguousarray(self._vectors, dtype="<f4").data)  # the buffer itself: no copy of the matrix
         return h.hexdigest()[:16]
 
     # -- derived embeddings ----------------------------------------------------------------

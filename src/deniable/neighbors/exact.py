@@ -50,7 +50,10 @@ class ExactEuclideanIndex:
         n, d = self._vectors.shape
         aug = np.empty((n, d + 1), dtype=np.float32)
         np.multiply(self._vectors, -2.0, out=aug[:, :d])
-        aug[:, d] = np.einsum("ij,ij->i", self._vectors.astype(np.float64), self._vectors.astype(np.float64))
+        step = max(1, (16 << 20) // (8 * max(d, 1)))  # squared norms in float64, 16 MiB blocks: no full float64 copy
+        for s in range(0, n, step):
+            blk = self._vectors[s : s + step].astype(np.float64)
+            aug[s : s + step, d] = np.einsum("ij,ij->i", blk, blk)
         self._aug = aug
 
     @property

@@ -228,3 +228,43 @@ def test_cli_format_list_matches_the_library():
     from deniable.spark.files import TABLE_FORMATS
 
     assert SPARK_FORMATS == TABLE_FORMATS
+
+
+def test_a_session_started_by_the_command_keeps_spark_output_off_the_terminal(tmp_path, monkeypatch, capfd):
+    """Without an active session the command starts one with the JVM's stderr sent to a
+    temporary log (faked here: no second JVM): the terminal gets one line, the log is removed
+    unless an error names it."""
+    import glob
+    import os
+    import tempfile
+
+    pytest.importorskip("pyspark")
+    import pyspark.sql
+
+    import deniable.spark.files as files
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(pyspark.sql.SparkSession, "getActiveSession", classmethod(lambda cls: None))
+
+    def bad_master(master):
+        os.write(2, b'Exception in thread "main" org.apache.spark.SparkException: Master must either be yarn or start with spark, k8s, or local\n')
+        raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number.")
+
+    monkeypatch.setattr(files, "spark_session", bad_master)
+    src = tmp_path / "in.txt"
+    src.write_text("w1 w2\n")
+    res = run("privatize", src, "-o", tmp_path / "out", "--master", "foo", "-m", "madlib", "-e", "3")
+    line = one_line(res, 2, "Invalid value for --master: Spark rejected it: Master must either be yarn or start with spark, k8s, or local")
+    assert "JAVA_GATEWAY" not in line and "Exception in thread" not in capfd.readouterr().err
+    assert not glob.glob(str(tmp_path / "deniable-spark-*.log"))
+
+    def no_java(master):
+        os.write(2, b"JAVA_HOME is not set\n")
+        raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number.")
+
+    monkeypatch.setattr(files, "spark_session", no_java)
+    res = run("ngrams", "count", src, "--public", src, "-n", "2", "--spark", "-o", tmp_path / "c.npz")
+    line = one_line(res, 1, "Spark could not start", "Java 17", "Spark's log: ")
+    assert "JAVA_HOME is not set" not in capfd.readouterr().err
+    logs = glob.glob(str(tmp_path / "deniable-spark-*.log"))
+    assert len(logs) == 1 and logs[0] in line and open(logs[0]).read() == "JAVA_HOME is not set\n"

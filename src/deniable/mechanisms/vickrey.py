@@ -116,21 +116,17 @@ class Vickrey(Mahalanobis):
 
     def _two_nearest(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ids and exact float64 Euclidean distances of the two nearest words of each row of ``q``
-        (nearest first): per block one float32 GEMM with the index's augmented matrix
-        [−2e, ‖e‖²] (as Madlib's search), two argmin passes, then the two candidates re-measured
+        (nearest first): per block one float32 GEMM
+        (the index's ``scores``, as Madlib's search), two argmin passes, then the two candidates re-measured
         exactly and ordered by (distance, id)."""
         index: Any = self.index  # an ExactEuclideanIndex (index="exact", see __init__)
-        aug = index._aug  # ExactEuclideanIndex internals: [-2e, |e|^2], float32
         X = index._vectors
-        n, V = q.shape[0], aug.shape[0]
+        n, V = q.shape[0], index.size
         ids = np.empty((n, 2), dtype=np.int64)
         step = max(1, min(n, (64 << 20) // (4 * V)))
-        qa = np.empty((step, q.shape[1] + 1), dtype=np.float32)
-        qa[:, -1] = 1.0
         for s in range(0, n, step):
             m = min(step, n - s)
-            qa[:m, :-1] = q[s : s + m]
-            scores = qa[:m] @ aug.T
+            scores = index.scores(q[s : s + m])  # float32 |e|^2 - 2 q.e, (m, V)
             rows = np.arange(m)
             first = scores.argmin(axis=1)
             scores[rows, first] = np.inf

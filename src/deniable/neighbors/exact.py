@@ -1,9 +1,11 @@
 """Exact Euclidean nearest-neighbour search with bounded memory.
 
 For a batch of queries ``q`` the squared distance to each vocabulary vector ``e`` is
-``‖q‖² + (‖e‖² − 2 q·e)``; the first term does not change the argmin. We store the augmented
-matrix ``[−2e, ‖e‖²]`` once, append a 1 to each query, and one matrix product per block gives
-the scores; a per-block argmin (or argpartition for k > 1) follows while the block is in cache.
+``‖q‖² + (‖e‖² − 2 q·e)``; the first term does not change the argmin. We keep only the vectors
+(no copy when they are C-contiguous float32, so a memory-mapped vocabulary stays mapped) and
+their squared norms ``‖e‖²`` (float32, computed in float64 blocks); per block one float32 matrix
+product of ``−2q`` (exact: a power-of-two scaling) with the vectors, plus the norms, gives the
+scores, and a per-block argmin (or argpartition for k > 1) follows while the block is in cache.
 Blocks are sized so the score buffer stays within ``memory_bytes`` (default 64 MiB) whatever the
 batch size. Scores are float32: candidates whose true distances differ by less than float32
 rounding (about 1e-6 relative) may be ordered either way; ``knn`` recomputes the returned
@@ -48,13 +50,12 @@ class ExactEuclideanIndex:
         self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
         self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         n, d = self._vectors.shape
-        aug = np.empty((n, d + 1), dtype=np.float32)
-        np.multiply(self._vectors, -2.0, out=aug[:, :d])
+        sqn = np.empty(n, dtype=np.float32)
         step = max(1, (16 << 20) // (8 * max(d, 1)))  # squared norms in float64, 16 MiB blocks: no full float64 copy
         for s in range(0, n, step):
             blk = self._vectors[s : s + step].astype(np.float64)
-            aug[s : s + step, d] = np.einsum("ij,ij->i", blk, blk)
-        self._aug = aug
+            sqn[s : s + step] = np.einsum("ij,ij->i", blk, blk)
+        self._sqn = sqn
 
     @property
     def size(self) -> int:
@@ -72,11 +73,25 @@ class ExactEuclideanIndex:
         vb = int(min(V, max(1, cells // qb)))
         return qb, vb
 
-    def _augment(self, q: np.ndarray) -> np.ndarray:
-        qa = np.empty((q.shape[0], self.dim + 1), dtype=np.float32)
-        qa[:, :-1] = q
-        qa[:, -1] = 1.0
-        return qa
+    @staticmethod
+    def _prepare(q: np.ndarray) -> np.ndarray:
+        """``−2q`` in float32 (exact: the float32 rounding of q, scaled by a power of two)."""
+        qm = np.asarray(q, dtype=np.float32)
+        return np.multiply(qm, np.float32(-2.0), dtype=np.float32)
+
+    def _scores(self, qm: np.ndarray, v0: int, w: int, out: np.ndarray) -> np.ndarray:
+        """``‖e‖² − 2q·e`` for the vectors ``v0 .. v0+w`` into ``out`` (``(len(qm), w)`` float32)."""
+        np.matmul(qm, self._vectors[v0 : v0 + w].T, out=out)
+        out += self._sqn[v0 : v0 + w]
+        return out
+
+    def scores(self, queries: np.ndarray) -> np.ndarray:
+        """Float32 ``‖e‖² − 2q·e`` of each query row against every vocabulary vector (``(n, V)``;
+        for callers that need more than the nearest id, e.g. the two nearest). Same order as the
+        squared distances up to float32 rounding."""
+        q = self._check(queries)
+        out = np.empty((q.shape[0], self.size), dtype=np.float32)
+        return self._scores(self._prepare(q), 0, self.size, out)
 
     def _check(self, queries: np.ndarray) -> np.ndarray:
         q = np.asarray(queries)
@@ -95,11 +110,10 @@ class ExactEuclideanIndex:
         buf = np.empty(qb * vb, dtype=np.float32)
         V = self.size
         for s in range(0, n, qb):
-            qa = self._augment(q[s : s + qb])
+            qa = self._prepare(q[s : s + qb])
             m = qa.shape[0]
             if vb == V:
-                scores = buf[: m * V].reshape(m, V)
-                np.matmul(qa, self._aug.T, out=scores)
+                scores = self._scores(qa, 0, V, buf[: m * V].reshape(m, V))
                 out[s : s + m] = scores.argmin(axis=1)
                 continue
             best = np.full(m, np.inf, dtype=np.float32)
@@ -107,8 +121,7 @@ class ExactEuclideanIndex:
             rows = np.arange(m)
             for v0 in range(0, V, vb):
                 w = min(vb, V - v0)
-                scores = buf[: m * w].reshape(m, w)
-                np.matmul(qa, self._aug[v0 : v0 + w].T, out=scores)
+                scores = self._scores(qa, v0, w, buf[: m * w].reshape(m, w))
                 a = scores.argmin(axis=1)
                 val = scores[rows, a]
                 better = val < best
@@ -132,14 +145,13 @@ class ExactEuclideanIndex:
         buf = np.empty(qb * vb, dtype=np.float32)
         V = self.size
         for s in range(0, n, qb):
-            qa = self._augment(q[s : s + qb])
+            qa = self._prepare(q[s : s + qb])
             m = qa.shape[0]
             cand_ids = np.empty((m, 0), dtype=np.int64)
             cand_sc = np.empty((m, 0), dtype=np.float32)
             for v0 in range(0, V, vb):
                 w = min(vb, V - v0)
-                scores = buf[: m * w].reshape(m, w)
-                np.matmul(qa, self._aug[v0 : v0 + w].T, out=scores)
+                scores = self._scores(qa, v0, w, buf[: m * w].reshape(m, w))
                 kk = min(k, w)
                 part = np.argpartition(scores, kk - 1, axis=1)[:, :kk] if kk < w else np.broadcast_to(np.arange(w), (m, w))
                 cand_ids = np.concatenate([cand_ids, part + v0], axis=1)

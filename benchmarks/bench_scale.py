@@ -1,0 +1,197 @@
+"""Scale benchmark (issue 18): the four seed mechanisms on large synthetic vocabularies.
+
+For each vocabulary size V (default 34K and 200K; ``--full`` adds 1M) and each of Madlib,
+Mahalanobis, TEM and BRR, a fresh subprocess (so peak RSS does not mix between configurations)
+generates a seeded synthetic vocabulary (V × 300 float32, standard normal; BRR: random 256-bit
+codes), builds the mechanism and reports:
+
+* build time and peak RSS after building (``resource.getrusage`` high-water mark), also as a
+  multiple of the float32 vectors and against the issue's target 1.5 × vectors + 0.5 GB;
+* words/s of ``sample_ids`` and its fraction of the GEMM bound measured in the same process:
+  words/s of a float32 matmul of a query batch against the whole vocabulary (what the exact
+  1-NN scan costs at least);
+* TEM: the ε-independent neighbour-table precompute (k = 128). Up to ``--tem-full-max`` words
+  the table is built and sampling measured; above, the rate is measured on a slice of rows
+  and the ETA of the full build printed (sampling then is not measured).
+
+The machine is shared: the load average (``uptime``) is printed with the table; compare ratios,
+not absolute numbers, across runs.
+
+Usage: python benchmarks/bench_scale.py [--sizes 34000,200000] [--full] [--mechanisms ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+DIM = 300
+N_BITS = 256
+TEM_K = 128
+
+
+def _peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux: KiB
+
+
+def _gemm_bound(vectors: np.ndarray, n_queries: int, rng: np.random.Generator, repeat: int = 3) -> float:
+    """Words/s of a float32 matmul of ``n_queries`` queries against every vocabulary vector, in
+    the same 64 MiB score blocks the exact index uses."""
+    V, d = vectors.shape
+    q = rng.standard_normal((min(n_queries, 256), d), dtype=np.float32)
+    vb = max(1, min(V, (64 << 20) // (4 * q.shape[0])))
+    buf = np.empty(q.shape[0] * vb, dtype=np.float32)
+    best = np.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for v0 in range(0, V, vb):
+            w = min(vb, V - v0)
+            np.matmul(q, vectors[v0 : v0 + w].T, out=buf[: q.shape[0] * w].reshape(q.shape[0], w))
+        best = min(best, time.perf_counter() - t)
+    return q.shape[0] / best
+
+
+def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> dict:
+    """Runs in a fresh process: one mechanism at one vocabulary size."""
+    import deniable
+    from deniable.binary.codes import BinaryEmbedding
+
+    rng = np.random.default_rng(V)
+    words = [f"w{i}" for i in range(V)]
+    res: dict = {"mechanism": mech, "V": V, "dim": DIM, "vectors_gb": V * DIM * 4 / 1e9}
+    if mech == "brr":
+        codes = rng.integers(0, np.iinfo(np.uint64).max, size=(V, N_BITS // 64), dtype=np.uint64, endpoint=True)
+        data = BinaryEmbedding(words, codes, n_bits=N_BITS)
+        del codes
+        res["codes_gb"] = V * N_BITS / 8 / 1e9
+    else:
+        vec = rng.standard_normal((V, DIM), dtype=np.float32)
+        data = deniable.Embedding(words, vec)
+        del vec
+    res["rss_data_gb"] = _peak_gb()
+    t = time.perf_counter()
+    if mech == "madlib":
+        m = deniable.Madlib(data, epsilon=10.0)
+    elif mech == "mahalanobis":
+        m = deniable.Mahalanobis(data, epsilon=10.0, lam=0.5)
+    elif mech == "tem":
+        m = deniable.TEM(data, epsilon=10.0, k=TEM_K, cache_dir=False)
+    elif mech == "brr":
+        m = deniable.BRR(data, epsilon=10.0)
+    else:
+        raise ValueError(mech)
+    res["build_s"] = time.perf_counter() - t
+    if mech == "tem":
+        from deniable.neighbors.neighborhoods import knn_neighborhoods
+
+        vectors = data.vectors
+        if V <= tem_full_max:
+            t = time.perf_counter()
+            m.precompute()
+            res["precompute_s"] = time.perf_counter() - t
+            res["precompute_rows_per_s"] = (V + 1) / res["precompute_s"]
+            res["precompute_eta_s"] = None
+        else:
+            rows = min(tem_slice, V)
+            t = time.perf_counter()
+            knn_neighborhoods(vectors[:rows], vectors, TEM_K)
+            dt = time.perf_counter() - t
+            res["precompute_rows_per_s"] = rows / dt
+            res["precompute_s"] = None
+            res["precompute_eta_s"] = (V + 1) / res["precompute_rows_per_s"]
+            res["precompute_slice_rows"] = rows
+    res["rss_build_gb"] = _peak_gb()
+    ids = rng.integers(0, V, n_words)
+    if mech != "tem" or V <= tem_full_max:
+        m.sample_ids(ids[: min(256, n_words)], rng=1)  # warm-up (and TEM's lazy tables)
+        t = time.perf_counter()
+        m.sample_ids(ids, rng=2)
+        res["words_per_s"] = n_words / (time.perf_counter() - t)
+    else:
+        res["words_per_s"] = None
+    res["rss_sample_gb"] = _peak_gb()
+    if mech != "brr":
+        res["gemm_bound_words_per_s"] = _gemm_bound(data.vectors, n_words, rng)
+    else:
+        res["gemm_bound_words_per_s"] = None
+    return res
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _table(rows: list[dict]) -> str:
+    head = (
+        "| mechanism | V | vectors GB | peak RSS data GB | build s | peak RSS built GB | × vectors | target GB | words/s | GEMM bound words/s | "
+        "fraction | TEM precompute rows/s | TEM precompute (ETA) s | peak RSS GB |"
+    )
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['mechanism']} | {r['V']:,} | error: {r['error']} |")
+            continue
+        base = r.get("codes_gb", r["vectors_gb"])
+        target = 1.5 * base + 0.5
+        # Madlib/Mahalanobis: sampling against the bound; TEM: the all-pairs precompute (rows/s)
+        speed = r.get("precompute_rows_per_s") if r["mechanism"] == "tem" else r["words_per_s"]
+        frac = speed / r["gemm_bound_words_per_s"] if speed and r["gemm_bound_words_per_s"] else None
+        pre = r.get("precompute_s")
+        eta = r.get("precompute_eta_s")
+        pre_txt = _fmt(pre, ".1f") if pre is not None else (f"({eta:,.0f})" if eta is not None else "—")
+        out.append(
+            f"| {r['mechanism']} | {r['V']:,} | {base:.3f} | {r['rss_data_gb']:.2f} | {r['build_s']:.2f} | {r['rss_build_gb']:.2f} | "
+            f"{r['rss_build_gb'] / base:.1f} | {target:.2f} | {_fmt(r['words_per_s'], ',.0f')} | "
+            f"{_fmt(r['gemm_bound_words_per_s'], ',.0f')} | {_fmt(frac, '.2f')} | "
+            f"{_fmt(r.get('precompute_rows_per_s'), ',.0f')} | {pre_txt} | {r['rss_sample_gb']:.2f} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="34000,200000", help="comma-separated vocabulary sizes")
+    ap.add_argument("--full", action="store_true", help="add V = 1,000,000")
+    ap.add_argument("--mechanisms", default="madlib,mahalanobis,tem,brr")
+    ap.add_argument("--words", type=int, default=0, help="tokens sampled per configuration (default: scaled to V)")
+    ap.add_argument("--tem-full-max", type=int, default=50_000, help="build TEM's whole table up to this V")
+    ap.add_argument("--tem-slice", type=int, default=2000, help="rows timed for the TEM precompute rate above it")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    ap.add_argument("--one", nargs=2, metavar=("MECH", "V"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        V = int(a.one[1])
+        n = a.words or int(np.clip(200_000_000 // V, 1000, 8192))
+        print(json.dumps(_one(a.one[0], V, n, a.tem_full_max, a.tem_slice)))
+        return
+    sizes = [int(s) for s in a.sizes.split(",") if s]
+    if a.full and 1_000_000 not in sizes:
+        sizes.append(1_000_000)
+    rows = []
+    for V in sizes:
+        for mech in a.mechanisms.split(","):
+            cmd = [sys.executable, __file__, "--one", mech, str(V), "--words", str(a.words), "--tem-full-max", str(a.tem_full_max), "--tem-slice", str(a.tem_slice)]
+            p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            if p.returncode != 0:
+                rows.append({"mechanism": mech, "V": V, "error": (p.stderr.strip().splitlines() or ["?"])[-1]})
+            else:
+                rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
+            if not a.json:
+                print(_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    if a.json:
+        print(json.dumps({"uptime": load, "cpus": os.cpu_count(), "results": rows}, indent=1))
+    else:
+        print(f"machine: {os.cpu_count()} CPUs; uptime: {load}")
+        print(_table(rows))
+
+
+if __name__ == "__main__":
+    main()

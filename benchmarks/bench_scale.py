@@ -41,6 +41,14 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux: KiB
 
 
+def _rss_now_gb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024 / 1e9
+    return float("nan")
+
+
 def _gemm_bound(vectors: np.ndarray, n_queries: int, rng: np.random.Generator, repeat: int = 3) -> float:
     """Words/s of a float32 matmul of ``n_queries`` queries against every vocabulary vector, in
     the same 64 MiB score blocks the exact index uses."""
@@ -108,6 +116,7 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
             res["precompute_eta_s"] = (V + 1) / res["precompute_rows_per_s"]
             res["precompute_slice_rows"] = rows
     res["rss_build_gb"] = _peak_gb()
+    res["rss_held_gb"] = _rss_now_gb()
     ids = rng.integers(0, V, n_words)
     if mech != "tem" or V <= tem_full_max:
         m.sample_ids(ids[: min(256, n_words)], rng=1)  # warm-up (and TEM's lazy tables)
@@ -130,7 +139,7 @@ def _fmt(x: float | None, spec: str) -> str:
 
 def _table(rows: list[dict]) -> str:
     head = (
-        "| mechanism | V | vectors GB | peak RSS data GB | build s | peak RSS built GB | × vectors | target GB | words/s | GEMM bound words/s | "
+        "| mechanism | V | vectors GB | peak RSS data GB | build s | peak RSS built GB | RSS held GB | × vectors | target GB | words/s | GEMM bound words/s | "
         "fraction | TEM precompute rows/s | TEM precompute (ETA) s | peak RSS GB |"
     )
     out = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -147,7 +156,7 @@ def _table(rows: list[dict]) -> str:
         eta = r.get("precompute_eta_s")
         pre_txt = _fmt(pre, ".1f") if pre is not None else (f"({eta:,.0f})" if eta is not None else "—")
         out.append(
-            f"| {r['mechanism']} | {r['V']:,} | {base:.3f} | {r['rss_data_gb']:.2f} | {r['build_s']:.2f} | {r['rss_build_gb']:.2f} | "
+            f"| {r['mechanism']} | {r['V']:,} | {base:.3f} | {r['rss_data_gb']:.2f} | {r['build_s']:.2f} | {r['rss_build_gb']:.2f} | {r.get('rss_held_gb', float('nan')):.2f} | "
             f"{r['rss_build_gb'] / base:.1f} | {target:.2f} | {_fmt(r['words_per_s'], ',.0f')} | "
             f"{_fmt(r['gemm_bound_words_per_s'], ',.0f')} | {_fmt(frac, '.2f')} | "
             f"{_fmt(r.get('precompute_rows_per_s'), ',.0f')} | {pre_txt} | {r['rss_sample_gb']:.2f} |"

@@ -235,7 +235,8 @@ def knn_neighborhoods(
     """
     k = check_int("k", k, minimum=1)
     memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
-    queries = np.atleast_2d(queries)
+    if not isinstance(queries, _StackedRows):
+        queries = np.atleast_2d(queries)
     n, V = queries.shape[0], vectors.shape[0]
     kk = min(k, V)
     if (
@@ -320,29 +321,64 @@ def _smallest_columns(S: np.ndarray, kc: int) -> np.ndarray:
     return out
 
 
+def _squared_norms(X: np.ndarray, block_bytes: int = 16 << 20) -> np.ndarray:
+    """‖x‖² of each row in float64, computed in blocks (no float64 copy of the whole matrix)."""
+    out = np.empty(X.shape[0], dtype=np.float64)
+    step = max(1, block_bytes // (8 * max(1, X.shape[1])))
+    for s in range(0, X.shape[0], step):
+        blk = X[s : s + step].astype(np.float64)
+        out[s : s + step] = np.einsum("ij,ij->i", blk, blk)
+    return out
+
+
+class _StackedRows:
+    """Rows of ``head`` followed by the rows of ``tail``, sliced without stacking them (the
+    vocabulary plus its UNK row would otherwise be a full copy of the vectors)."""
+
+    def __init__(self, head: np.ndarray, tail: np.ndarray) -> None:
+        self.head, self.tail = head, np.atleast_2d(tail).astype(head.dtype)
+        self.shape = (head.shape[0] + self.tail.shape[0], head.shape[1])
+        self.dtype = head.dtype
+        self.ndim = 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        start, stop, step = sl.indices(self.shape[0])
+        if step != 1:
+            raise IndexError("_StackedRows supports contiguous slices only")
+        n0 = self.head.shape[0]
+        if stop <= n0:
+            return self.head[start:stop]
+        if start >= n0:
+            return self.tail[start - n0 : stop - n0]
+        return np.concatenate([self.head[start:], self.tail[: stop - n0]])
+
+
 def _knn_euclidean_f32(
     queries: np.ndarray, vectors: np.ndarray, k: int, memory_bytes: int, progress: bool | None, fingerprint: str
 ) -> Neighborhoods:
     """Euclidean k-nearest lists of float32 data: candidates from a float32 GEMM, exact float64
     distances for them, and a rigorous bound.
 
-    Scores s_y = ‖e_y‖² − 2q·e_y come from one float32 product per block with the augmented
-    matrix [−2E, ‖E‖²] (the query gets a trailing 1); the k + 16 lowest are re-measured exactly in
-    float64 and the k nearest of them kept. A word outside the candidates has computed score at
-    least s_cut (the (k+16)-th lowest), and the float32 dot product of length n = dim + 1 errs by
-    at most γ_n·Σ|terms| + u‖e‖² ≤ δ = γ_n(2‖q‖·E + E²) + u·E² (u = 2⁻²⁴, γ_n = nu/(1 − nu),
-    E = the largest norm), so its distance is at least sqrt(‖q‖² + s_cut − δ). The stored bound is
+    Scores s_y = ‖e_y‖² − 2q·e_y come from one float32 product of −2q (exact scaling) with the
+    vectors per block, plus the float32-rounded ‖e_y‖² (no augmented copy of the vocabulary); the
+    k + 16 lowest are re-measured exactly in float64 and the k nearest of them kept. A word outside
+    the candidates has computed score at least s_cut (the (k+16)-th lowest). The length-dim product
+    errs by at most γ_dim·2‖q‖E, the rounded norm by u·E², the final addition by u(2‖q‖E + E²);
+    all together at most δ = γ_n(2‖q‖·E + E²) + u·E² with n = dim + 1 (u = 2⁻²⁴,
+    γ_n = nu/(1 − nu) ≥ γ_dim + u, E = the largest norm), so its distance is at least
+    sqrt(‖q‖² + s_cut − δ). The stored bound is
     the smaller of that and the k-th exact distance: valid for every word not in the row.
     """
-    Q = np.ascontiguousarray(queries, dtype=np.float32)
+    Q = queries  # sliced per block below (may be a _StackedRows: no stacked copy)
     X = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = Q.shape
     V = X.shape[0]
     kc = k + _F32_MARGIN
-    sq = np.einsum("ij,ij->i", X.astype(np.float64), X.astype(np.float64))
-    aug = np.empty((V, dim + 1), dtype=np.float32)
-    np.multiply(X, -2.0, out=aug[:, :dim])
-    aug[:, dim] = sq
+    sq = _squared_norms(X)
+    sq32 = sq.astype(np.float32)
     u = 2.0**-24
     nu = (dim + 1) * u
     gam = nu / (1.0 - nu)
@@ -355,12 +391,10 @@ def _knn_euclidean_f32(
     bar = _progress(n, progress, f"{k}-nearest neighbours (euclidean)")
     try:
         for s in range(0, n, step):
-            qb = Q[s : s + step]
+            qb = np.asarray(Q[s : s + step], dtype=np.float32)
             m = qb.shape[0]
-            qa = np.empty((m, dim + 1), dtype=np.float32)
-            qa[:, :dim] = qb
-            qa[:, dim] = 1.0
-            S = qa @ aug.T
+            S = np.multiply(qb, np.float32(-2.0), dtype=np.float32) @ X.T  # exact scaling of q
+            S += sq32
             part = _smallest_columns(S, kc)
             s_cut = S[np.arange(m), part[:, kc - 1]].astype(np.float64)
             del S
@@ -418,7 +452,8 @@ def radius_neighborhoods(
         raise ValueError(f"gamma must be a number >= 0, got {gamma!r}")
     memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
     max_entries = check_int("max_entries", max_entries, minimum=0)
-    queries = np.atleast_2d(queries)
+    if not isinstance(queries, _StackedRows):
+        queries = np.atleast_2d(queries)
     n, V = queries.shape[0], vectors.shape[0]
     counts = np.zeros(n, dtype=np.int64)
     id_parts: list[np.ndarray] = []
@@ -559,7 +594,7 @@ def embedding_neighborhoods(
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
     _announce_build(kind, param, len(embedding), metric, path, cache_dir, progress)
     vectors = embedding.vectors
-    queries = np.vstack([vectors, embedding.mean[None, :]])
+    queries = _StackedRows(vectors, embedding.mean[None, :])
     if kind == "knn":
         nb = knn_neighborhoods(queries, vectors, int(param), metric, memory_bytes=memory_bytes, progress=progress, fingerprint=fp)
     else:

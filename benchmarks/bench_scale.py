@@ -41,12 +41,26 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux: KiB
 
 
-def _rss_now_gb() -> float:
+def _status_gb(field: str) -> float:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024 / 1e9
     return float("nan")
+
+
+def _rss_now_gb() -> float:
+    return _status_gb("VmRSS")
+
+
+def _reset_peak() -> None:
+    """Reset the kernel's peak-RSS mark (VmHWM) to the current RSS (Linux ≥ 4.0), so the next
+    reading is the peak of one phase, not of the data generation before it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def _gemm_bound(vectors: np.ndarray, n_queries: int, rng: np.random.Generator, repeat: int = 3) -> float:
@@ -83,7 +97,8 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
         vec = rng.standard_normal((V, DIM), dtype=np.float32)
         data = deniable.Embedding(words, vec)
         del vec
-    res["rss_data_gb"] = _peak_gb()
+    res["rss_data_gb"] = _rss_now_gb()
+    _reset_peak()
     t = time.perf_counter()
     if mech == "madlib":
         m = deniable.Madlib(data, epsilon=10.0)
@@ -115,8 +130,9 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
             res["precompute_s"] = None
             res["precompute_eta_s"] = (V + 1) / res["precompute_rows_per_s"]
             res["precompute_slice_rows"] = rows
-    res["rss_build_gb"] = _peak_gb()
+    res["rss_build_gb"] = _status_gb("VmHWM")  # peak while building (data included)
     res["rss_held_gb"] = _rss_now_gb()
+    _reset_peak()
     ids = rng.integers(0, V, n_words)
     if mech != "tem" or V <= tem_full_max:
         m.sample_ids(ids[: min(256, n_words)], rng=1)  # warm-up (and TEM's lazy tables)
@@ -125,7 +141,8 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
         res["words_per_s"] = n_words / (time.perf_counter() - t)
     else:
         res["words_per_s"] = None
-    res["rss_sample_gb"] = _peak_gb()
+    res["rss_sample_gb"] = _status_gb("VmHWM")
+    res["rss_process_peak_gb"] = _peak_gb()
     if mech != "brr":
         res["gemm_bound_words_per_s"] = _gemm_bound(data.vectors, n_words, rng)
     else:
@@ -139,8 +156,8 @@ def _fmt(x: float | None, spec: str) -> str:
 
 def _table(rows: list[dict]) -> str:
     head = (
-        "| mechanism | V | vectors GB | peak RSS data GB | build s | peak RSS built GB | RSS held GB | × vectors | target GB | words/s | GEMM bound words/s | "
-        "fraction | TEM precompute rows/s | TEM precompute (ETA) s | peak RSS GB |"
+        "| mechanism | V | vectors GB | RSS data GB | build s | peak RSS build GB | RSS held GB | peak ÷ vectors | target GB | words/s | GEMM bound words/s | "
+        "fraction | TEM precompute rows/s | TEM precompute (ETA) s | peak RSS sampling GB |"
     )
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:

@@ -58,6 +58,20 @@ def pick_ties(mask_rows: np.ndarray, mask_ids: np.ndarray, n: int, ties: np.ndar
     return mask_ids[start + rank]
 
 
+def _plus_minus(codes: np.ndarray, block_rows: int = 1 << 14) -> np.ndarray:
+    """Bits of packed codes as a float32 ±1 matrix ``(n, 64·words)`` (bit 1 → +1), filled in
+    blocks so the only full-size array is the result (no unpacked uint8 or float32 temporaries)."""
+    n = codes.shape[0]
+    out = np.empty((n, 64 * codes.shape[1]), dtype=np.float32)
+    for s in range(0, n, block_rows):
+        raw = np.ascontiguousarray(codes[s : s + block_rows], dtype="<u8").view(np.uint8).reshape(-1, 8 * codes.shape[1])
+        blk = out[s : s + block_rows]
+        np.copyto(blk, np.unpackbits(raw, axis=1, bitorder="little"))
+        blk *= 2.0
+        blk -= 1.0
+    return out
+
+
 class HammingIndex:
     """Exact Hamming 1-NN (uniform tie-breaking) and k-NN over packed ``uint64`` codes.
 
@@ -87,8 +101,7 @@ class HammingIndex:
         n_bits = 64 * self.words_per_code
         self._pm: np.ndarray | None = None
         if self.size * n_bits * 4 <= _GEMM_MAX_BYTES:
-            raw = self.codes.astype("<u8", copy=False).view(np.uint8).reshape(self.size, -1)
-            self._pm = np.unpackbits(raw, axis=1, bitorder="little").astype(np.float32) * 2.0 - 1.0
+            self._pm = _plus_minus(self.codes)
 
     def _check(self, queries: np.ndarray) -> np.ndarray:
         q = np.asarray(queries)
@@ -100,8 +113,7 @@ class HammingIndex:
         """Distances ``(len(q), w)`` to codes ``v0 .. v0+w`` (exact small integers)."""
         m = q.shape[0]
         if self._pm is not None:
-            raw = np.ascontiguousarray(q, dtype="<u8").view(np.uint8).reshape(m, -1)
-            qpm = np.unpackbits(raw, axis=1, bitorder="little").astype(np.float32) * 2.0 - 1.0
+            qpm = _plus_minus(q)
             d = bufs[3][: m * w].reshape(m, w)
             np.matmul(qpm, self._pm[v0 : v0 + w].T, out=d)
             d *= -0.5

@@ -24,11 +24,17 @@ __all__ = ["Mahalanobis", "scaled_covariance"]
 
 def scaled_covariance(vectors: np.ndarray) -> np.ndarray:
     """Sample covariance of the embedding, scaled so that its trace equals the dimension (§3)."""
-    x = np.array(vectors, dtype=np.float64)  # a copy: centred in place below
+    x = np.asarray(vectors)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"the Mahalanobis mechanism needs at least 2 embedding vectors, got shape {x.shape}")
-    x -= x.mean(axis=0)
-    cov = (x.T @ x) / (x.shape[0] - 1)  # one float64 GEMM (np.cov makes extra copies)
+    mean = x.mean(axis=0, dtype=np.float64)
+    cov = np.zeros((x.shape[1], x.shape[1]))
+    step = max(1, (32 << 20) // (8 * max(1, x.shape[1])))  # centred float64 blocks of 32 MiB: no full float64 copy
+    for s in range(0, x.shape[0], step):
+        b = x[s : s + step].astype(np.float64)
+        b -= mean
+        cov += b.T @ b
+    cov /= x.shape[0] - 1
     tr = float(np.trace(cov))
     if not tr > 0:
         raise ValueError("the embedding's covariance has zero trace (all vectors equal); the Mahalanobis mechanism needs spread")

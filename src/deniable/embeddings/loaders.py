@@ -171,9 +171,8 @@ def _checked(path: Path, words: list[str], vectors: np.ndarray, *, first_line: i
     """Build the Embedding, turning row numbers into file line numbers in errors."""
     if len(words) == 0:
         raise DataError("the embedding file has no words", path=path)
-    bad = ~np.isfinite(vectors).all(axis=1)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
+    row = _first_nonfinite_row(vectors)
+    if row is not None:
         line = None if first_line is None else first_line + row
         raise DataError(
             f"non-finite value (NaN or inf) in the vector of {words[row]!r}"
@@ -186,9 +185,54 @@ def _checked(path: Path, words: list[str], vectors: np.ndarray, *, first_line: i
         return Embedding(words, vectors, source=str(path))
 
 
+def _first_nonfinite_row(vectors: np.ndarray, block_rows: int = 1 << 15) -> int | None:
+    """Index of the first row with a NaN or inf, checked in blocks (no full-size mask)."""
+    for s in range(0, vectors.shape[0], block_rows):
+        bad = ~np.isfinite(vectors[s : s + block_rows]).all(axis=1)
+        if bad.any():
+            return s + int(np.flatnonzero(bad)[0])
+    return None
+
+
+class _GrowingRows:
+    """A float32 ``(n, dim)`` array filled chunk by chunk in one buffer that grows in place
+    (``ndarray.resize``: realloc, which moves large blocks by remapping pages, not copying), so
+    reading a file holds the vectors once instead of a list of chunks plus their concatenation."""
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        self.dim = dim
+        self.n = 0
+        self.buf = np.empty((max(1, capacity), dim), dtype=np.float32)
+
+    def append(self, rows: np.ndarray) -> None:
+        need = self.n + rows.shape[0]
+        if need > self.buf.shape[0]:
+            self.buf.resize((max(need, int(self.buf.shape[0] * 1.5) + 1), self.dim), refcheck=False)
+        self.buf[self.n : need] = rows
+        self.n = need
+
+    def finish(self, n: int) -> np.ndarray:
+        n = min(n, self.n)
+        if n != self.buf.shape[0]:
+            self.buf.resize((n, self.dim), refcheck=False)
+        return self.buf
+
+
+def _estimated_rows(path: Path, consumed: int, rows: int) -> int:
+    """Rows in the whole file, extrapolated from the first chunk's bytes per row (plain files)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return rows
+    if path.suffix == ".gz" or consumed <= 0:
+        return rows * 4
+    return int(size / (consumed / max(1, rows)) * 1.02) + 16
+
+
 def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
     words: list[str] = []
-    blocks: list[np.ndarray] = []
+    store: _GrowingRows | None = None
+    consumed = 0
     dim: int | None = None
     declared: int | None = None
     lineno = 0
@@ -204,6 +248,7 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
             if not chunk:
                 break
             raw = b"".join(chunk)
+            consumed += len(raw)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -238,7 +283,15 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
                 nums = np.empty(0, dtype=np.float32)
             if nums.size != len(rests) * dim:
                 chunk_words, nums = _slow_rows(path, chunk_words, rests, line_of, dim)
-            blocks.append(nums.reshape(-1, dim))
+            if store is None:
+                cap = _estimated_rows(path, consumed, len(chunk_words))
+                if declared is not None:
+                    cap = min(cap, declared + 1)
+                if limit is not None:
+                    cap = min(cap, limit)
+                store = _GrowingRows(dim, max(cap, len(chunk_words)))
+            rows = nums.reshape(-1, dim)
+            store.append(rows if limit is None else rows[: max(0, limit - store.n)])
             words.extend(chunk_words)
     if dim is None or not words:
         raise DataError("the embedding file is empty" if lineno == 0 else "the embedding file has no word vectors", path=path)
@@ -252,9 +305,10 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
             )
         if limit is None and len(words) > declared:
             raise DataError(f"the header declares {declared} words but the file has {len(words)}; fix the header line", path=path, line=1)
-    vectors = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    assert store is not None
     if limit is not None:
-        words, vectors = words[:limit], vectors[:limit]
+        words = words[:limit]
+    vectors = store.finish(len(words))
     return _checked(path, words, vectors, first_line=first_data_line)
 
 

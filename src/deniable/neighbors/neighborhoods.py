@@ -387,17 +387,35 @@ def _knn_euclidean_f32(
     dists = np.empty((n, k), dtype=np.float64)
     bound = np.empty(n, dtype=np.float64)
     # per query row: the float32 scores, argpartition's int64 indices and its working copy
-    step = max(1, memory_bytes // (20 * V))
+    # Query blocks of up to 256 rows keep the product compute-bound (a few rows per block would
+    # re-read the whole vocabulary for each); the vocabulary is tiled so the float32 scores and
+    # the selection temporaries (~20 bytes per cell) stay within memory_bytes.
+    step = int(min(n, 256))
+    width = int(min(V, max(64 * kc, memory_bytes // (20 * step))))
     bar = _progress(n, progress, f"{k}-nearest neighbours (euclidean)")
     try:
         for s in range(0, n, step):
             qb = np.asarray(Q[s : s + step], dtype=np.float32)
             m = qb.shape[0]
-            S = np.multiply(qb, np.float32(-2.0), dtype=np.float32) @ X.T  # exact scaling of q
-            S += sq32
-            part = _smallest_columns(S, kc)
-            s_cut = S[np.arange(m), part[:, kc - 1]].astype(np.float64)
-            del S
+            qm2 = np.multiply(qb, np.float32(-2.0), dtype=np.float32)  # exact scaling of q
+            cand_ids: list[np.ndarray] = []
+            cand_sc: list[np.ndarray] = []
+            for v0 in range(0, V, width):
+                w = min(width, V - v0)
+                S = qm2 @ X[v0 : v0 + w].T
+                S += sq32[v0 : v0 + w]
+                kt = min(kc, w)
+                pt = _smallest_columns(S, kt) if kt < w else np.broadcast_to(np.arange(w), (m, w))
+                cand_ids.append(pt + v0)
+                cand_sc.append(np.take_along_axis(S, pt, axis=1))
+                del S
+            # every word outside a tile's list scores at least that tile's kc-th lowest, which is
+            # at least the kc-th lowest of the union: s_cut below is a valid cut for all words
+            ci = np.concatenate(cand_ids, axis=1) if len(cand_ids) > 1 else cand_ids[0]
+            cs = np.concatenate(cand_sc, axis=1) if len(cand_sc) > 1 else cand_sc[0]
+            sel = np.argpartition(cs, kc - 1, axis=1)[:, :kc] if cs.shape[1] > kc else np.argsort(cs, axis=1, kind="stable")
+            part = np.take_along_axis(ci, sel, axis=1)
+            s_cut = np.take_along_axis(cs, sel[:, kc - 1 : kc], axis=1)[:, 0].astype(np.float64)
             q64 = qb.astype(np.float64)
             d = np.empty((m, kc))
             for j in range(m):  # exact distances to the candidates, one small (kc x dim) block per row

@@ -256,10 +256,7 @@ def test_the_parser_sees_lazy_and_dynamic_imports_but_not_type_checking_ones(tmp
 #: TODO(issue 15): cli/privatize.py still reads two private names; replace them with
 #: deniable.mechanisms.mechanism_class and deniable.backends.torch_backend.torch_mechanism_class,
 #: then empty this set.
-PRIVATE_USE_ALLOWED = {
-    ("deniable.cli.privatize", "deniable.mechanisms.registry", "_resolve"),
-    ("deniable.cli.privatize", "deniable.backends.torch_backend", "_CLASSES"),
-}
+PRIVATE_USE_ALLOWED: set[tuple[str, str, str]] = set()
 
 
 def private_imports(src: Path = SRC, package: str = PACKAGE, client: str = "deniable.cli") -> set[tuple[str, str, str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,4 +268,4 @@ def test_a_session_started_by_the_command_keeps_spark_output_off_the_terminal(tm
     line = one_line(res, 1, "Spark could not start", "Java 17", "Spark's log: ")
     assert "JAVA_HOME is not set" not in capfd.readouterr().err
     logs = glob.glob(str(tmp_path / "deniable-spark-*.log"))
-    assert len(logs) == 1 and logs[0] in line and open(logs[0]).read() == "JAVA_HOME is not set\n"
+    assert len(logs) == 1 and logs[0] in line and Path(logs[0]).read_text() == "JAVA_HOME is not set\n"

@@ -3,49 +3,24 @@
 from __future__ import annotations
 
 import inspect
-import json
-import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
-from ..mechanisms.registry import available_mechanisms
 from .._rng import as_generator
 from ..errors import DataError
+from ..mechanisms.registry import available_mechanisms
 from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, input_size, progress
+from ._options import parse_params
 from ._spark import check_master, check_pyspark
 from ._targets import SurvivalTracker, build_targeted, summary_lines, target_options
 
 _PIECE_CHARS = 1 << 20  # records longer than this are read and processed in pieces (bounded memory)
 SPARK_FORMATS = ("parquet", "csv", "jsonl", "txt")  # = deniable.spark.files.TABLE_FORMATS (literal: --help without importing it; a test checks)
-
-
-def _positive_epsilon(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if value is None:
-        return value
-    if not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"epsilon must be a finite number > 0, got {value}")
-    return value
-
-
-def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
-    """``("lam=0.5", "metric=angular")`` -> ``{"lam": 0.5, "metric": "angular"}`` (JSON values, else strings)."""
-    out: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key.isidentifier():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
 
 
 def _load_vocabulary(path: str | None, limit: int | None):
@@ -76,18 +51,18 @@ def build_mechanism(
     """Load the embedding and construct the mechanism (the torch backend on ``device`` when
     given), mapping errors to CLI exit codes."""
     from ..binary import BinaryEmbedding
-    from ..mechanisms.registry import _resolve, available_mechanisms, get_mechanism
+    from ..mechanisms.registry import get_mechanism, mechanism_class
 
     if name not in available_mechanisms():
         raise click.BadParameter(f"unknown mechanism {name!r}; known: {', '.join(available_mechanisms())}", param_hint="-m/--mechanism")
-    cls = _resolve(name)
+    cls: type = mechanism_class(name)
     backend: dict[str, Any] = {}
     if device is not None:
-        from ..backends.torch_backend import _CLASSES
+        from ..backends.torch_backend import torch_mechanism_class, torch_mechanisms
 
-        if name not in _CLASSES:
-            raise click.BadParameter(f"{name} has no torch backend (torch backends: {', '.join(sorted(_CLASSES))})", param_hint="--device")
-        cls, backend = _CLASSES[name], {"backend": "torch", "device": device}
+        if name not in torch_mechanisms():
+            raise click.BadParameter(f"{name} has no torch backend (torch backends: {', '.join(torch_mechanisms())})", param_hint="--device")
+        cls, backend = torch_mechanism_class(name), {"backend": "torch", "device": device}
     unknown = sorted(set(params) - set(_known_parameters(cls)))
     if unknown:
         raise click.BadParameter(
@@ -280,7 +255,6 @@ def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: st
     """``deniable privatize --spark``: :func:`deniable.spark.files.privatize_files` on the
     mechanism built (and its ε resolved from ``--max-nw``) on the driver."""
     from ..spark.files import detect_table_format, privatize_files
-
     from ._spark import SparkRun
 
     kind = detect_table_format(source, fmt)

@@ -632,7 +632,7 @@ def _flips_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, draws: int, 
     for s in range(0, ids.size, per_block):
         w = ids[s : s + per_block]
         n = w.size * draws
-        rank = gen.random((n, L)).argsort(axis=1).argsort(axis=1).astype(np.int16)  # bit i flips once K > rank[i]
+        rank = gen.random((n, L)).argsort(axis=1).argsort(axis=1).astype(np.int16 if L < 32768 else np.int32)  # bit i flips once K > rank[i]
         base = be.codes[np.repeat(w, draws)]
 
         def dists(K: np.ndarray, rows: np.ndarray, base: np.ndarray = base, rank: np.ndarray = rank) -> np.ndarray:
@@ -666,8 +666,12 @@ def _flips_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, draws: int, 
 
                 count_le = count_le or HammingIndex(be.codes)
                 rows = at[full]
-                q = base[rows] ^ pack_bits(rank[rows] < T[rows][:, None])
-                c[full] = (count_le.distances(q) <= T[rows][:, None]).sum(axis=1) - 1
+                exact_c = np.empty(rows.size, dtype=np.int64)
+                for r0 in range(0, rows.size, 256):  # (rows, V) distance blocks: bounded memory
+                    rr = rows[r0 : r0 + 256]
+                    q = base[rr] ^ pack_bits(rank[rr] < T[rr][:, None])
+                    exact_c[r0 : r0 + 256] = (count_le.distances(q) <= T[rr][:, None]).sum(axis=1) - 1
+                c[full] = exact_c
             ties[at] = np.where(strict, 0, c)
             tie_rows = at[~strict]
             if tie_rows.size:

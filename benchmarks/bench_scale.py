@@ -115,7 +115,7 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
         from deniable.neighbors.neighborhoods import knn_neighborhoods
 
         vectors = data.vectors
-        if V <= tem_full_max:
+        if tem_full_max >= V:
             t = time.perf_counter()
             m.precompute()
             res["precompute_s"] = time.perf_counter() - t
@@ -134,7 +134,7 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
     res["rss_held_gb"] = _rss_now_gb()
     _reset_peak()
     ids = rng.integers(0, V, n_words)
-    if mech != "tem" or V <= tem_full_max:
+    if mech != "tem" or tem_full_max >= V:
         m.sample_ids(ids[: min(256, n_words)], rng=1)  # warm-up (and TEM's lazy tables)
         t = time.perf_counter()
         m.sample_ids(ids, rng=2)

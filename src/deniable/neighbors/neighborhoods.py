@@ -612,7 +612,7 @@ def embedding_neighborhoods(
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
     _announce_build(kind, param, len(embedding), metric, path, cache_dir, progress)
     vectors = embedding.vectors
-    queries = _StackedRows(vectors, embedding.mean[None, :])
+    queries: Any = _StackedRows(vectors, embedding.mean[None, :])  # sliced like an array, never stacked
     if kind == "knn":
         nb = knn_neighborhoods(queries, vectors, int(param), metric, memory_bytes=memory_bytes, progress=progress, fingerprint=fp)
     else:

@@ -59,3 +59,37 @@ def test_first_nonfinite_row_in_blocks():
     x[53, 2] = np.nan
     x[80, 0] = np.inf
     assert loaders._first_nonfinite_row(x, block_rows=7) == 53
+
+
+def _write_w2v_bin(path, words, vecs):
+    with open(path, "wb") as f:
+        f.write(f"{len(words)} {vecs.shape[1]}\n".encode())
+        for w, v in zip(words, vecs):
+            f.write(w.encode("utf-8") + b" " + v.astype("<f4").tobytes() + b"\n")
+
+
+def test_word2vec_binary_is_read_in_chunks(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    words = [f"wörd{i}" for i in range(400)]
+    vecs = rng.standard_normal((400, 9)).astype(np.float32)
+    p = tmp_path / "e.bin"
+    _write_w2v_bin(p, words, vecs)
+    monkeypatch.setattr(loaders, "_CHUNK_BYTES", 1)  # smallest refills (~4 KB): records straddle chunk ends
+    emb = load_embedding(p)
+    assert emb.words == words
+    np.testing.assert_array_equal(emb.vectors, vecs)
+    emb = load_embedding(p, limit=17)
+    assert emb.words == words[:17]
+
+
+def test_word2vec_binary_truncated_still_fails_clearly(tmp_path, monkeypatch):
+    from deniable.errors import DataError
+
+    rng = np.random.default_rng(6)
+    words = [f"w{i}" for i in range(50)]
+    p = tmp_path / "e.bin"
+    _write_w2v_bin(p, words, rng.standard_normal((50, 4)).astype(np.float32))
+    p.write_bytes(p.read_bytes()[:-20])
+    monkeypatch.setattr(loaders, "_CHUNK_BYTES", 64)
+    with pytest.raises(DataError, match="record 50 of 50"):
+        load_embedding(p)

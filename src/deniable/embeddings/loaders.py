@@ -345,6 +345,7 @@ def _is_float(s: str) -> bool:
 
 
 def _load_word2vec_binary(path: Path, limit: int | None) -> Embedding:
+    """Records are read in chunks of ``_CHUNK_BYTES`` (the file is never held whole in memory)."""
     with _open(path) as f:
         head = f.readline()
         m = _HEADER.match(head)
@@ -353,31 +354,44 @@ def _load_word2vec_binary(path: Path, limit: int | None) -> Embedding:
         n, dim = int(m.group(1)), int(m.group(2))
         if limit is not None:
             n = min(n, limit)
-        data = f.read()
-    if n == 0 or dim == 0:
-        raise DataError("the embedding file declares no words or no dimensions", path=path, line=1)
-    width = 4 * dim
-    vectors = np.empty((n, dim), dtype=np.float32)
-    words: list[str] = []
-    pos = 0
-    replaced = 0
-    buf = memoryview(data)
-    for i in range(n):
-        while pos < len(data) and data[pos] in b"\n\r ":
-            pos += 1
-        sp = data.find(b" ", pos, pos + 4096)
-        if sp < 0 or sp + 1 + width > len(data):
-            raise DataError(
-                f"truncated word2vec binary file: record {i + 1} of {n} is incomplete", path=path
-            )
-        try:
-            word = data[pos:sp].decode("utf-8")
-        except UnicodeDecodeError:
-            word = data[pos:sp].decode("utf-8", errors="replace")
-            replaced += 1
-        words.append(word)
-        vectors[i] = np.frombuffer(buf, dtype="<f4", count=dim, offset=sp + 1)
-        pos = sp + 1 + width
+        if n == 0 or dim == 0:
+            raise DataError("the embedding file declares no words or no dimensions", path=path, line=1)
+        width = 4 * dim
+        vectors = np.empty((n, dim), dtype=np.float32)
+        words: list[str] = []
+        data = b""
+        pos = 0
+        eof = False
+        replaced = 0
+
+        def refill() -> None:
+            nonlocal data, pos, eof
+            chunk = f.read(max(_CHUNK_BYTES, width + 4097))
+            if not chunk:
+                eof = True
+            data = data[pos:] + chunk
+            pos = 0
+
+        for i in range(n):
+            while True:
+                while pos < len(data) and data[pos] in b"\n\r ":
+                    pos += 1
+                if pos < len(data) or eof:
+                    break
+                refill()
+            while len(data) - pos < 4096 + 1 + width and not eof:
+                refill()
+            sp = data.find(b" ", pos, pos + 4096)
+            if sp < 0 or sp + 1 + width > len(data):
+                raise DataError(f"truncated word2vec binary file: record {i + 1} of {n} is incomplete", path=path)
+            try:
+                word = data[pos:sp].decode("utf-8")
+            except UnicodeDecodeError:
+                word = data[pos:sp].decode("utf-8", errors="replace")
+                replaced += 1
+            words.append(word)
+            vectors[i] = np.frombuffer(data, dtype="<f4", count=dim, offset=sp + 1)
+            pos = sp + 1 + width
     if replaced:
         warnings.warn(f"{path}: {replaced} word(s) were not valid UTF-8; undecodable bytes became U+FFFD", DeniableWarning, stacklevel=3)
     return _checked(path, words, vectors, first_line=None)

@@ -93,3 +93,18 @@ def test_word2vec_binary_truncated_still_fails_clearly(tmp_path, monkeypatch):
     monkeypatch.setattr(loaders, "_CHUNK_BYTES", 64)
     with pytest.raises(DataError, match="record 50 of 50"):
         load_embedding(p)
+
+
+@pytest.mark.parametrize("suffix", ["txt", "bin"])
+def test_progress_bar_counts_the_bytes(tmp_path, capsys, suffix):
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(60)]
+    vecs = rng.standard_normal((60, 5)).astype(np.float32)
+    p = tmp_path / f"e.{suffix}"
+    (_write if suffix == "txt" else _write_w2v_bin)(p, words, vecs)
+    emb = load_embedding(p, progress=True)
+    assert emb.words == words
+    err = capsys.readouterr().err
+    assert "reading e." in err and "100%" in err
+    load_embedding(p)
+    assert capsys.readouterr().err == ""

@@ -16,11 +16,12 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import sys
 import warnings
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -80,6 +81,7 @@ def load_embedding(
     *,
     limit: int | None = None,
     format: str | None = None,
+    progress: bool | None = False,
 ) -> Embedding:
     """Load an embedding; without ``path``, the bundled default (GloVe 840B, 300d, ~34k words).
 
@@ -91,6 +93,9 @@ def load_embedding(
         Read only the first ``limit`` words (files are usually ordered by frequency).
     format
         Force one of :data:`FORMATS`.
+    progress
+        A bar of the bytes read on stderr for text and word2vec binary files: ``False`` (default)
+        none, ``True`` always, ``None`` only when stderr is a terminal.
 
     Raises
     ------
@@ -116,9 +121,9 @@ def load_embedding(
     if format == "npz":
         emb = _load_npz(path, limit)
     elif format == "word2vec-binary":
-        emb = _load_word2vec_binary(path, limit)
+        emb = _load_word2vec_binary(path, limit, progress)
     else:
-        emb = _load_text(path, limit, header=(format == "word2vec-text"))
+        emb = _load_text(path, limit, header=(format == "word2vec-text"), progress=progress)
     emb._origin = (_reload, str(path.resolve()), format, limit)  # pickled by reference (see Embedding)
     return emb
 
@@ -229,16 +234,30 @@ def _estimated_rows(path: Path, consumed: int, rows: int) -> int:
     return int(size / (consumed / max(1, rows)) * 1.02) + 16
 
 
-def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
+def _bar(path: Path, progress: bool | None) -> Any:
+    """A tqdm bar of bytes read (total: the file size, unknown for ``.gz``), or None."""
+    if progress is False:
+        return None
+    from tqdm.auto import tqdm
+
+    total = None if path.suffix == ".gz" else path.stat().st_size
+    return tqdm(total=total, desc=f"reading {path.name}", unit="B", unit_scale=True, file=sys.stderr, disable=None if progress is None else False)
+
+
+def _load_text(path: Path, limit: int | None, *, header: bool, progress: bool | None = False) -> Embedding:
     words: list[str] = []
     store: _GrowingRows | None = None
     consumed = 0
     dim: int | None = None
     declared: int | None = None
     lineno = 0
+    bar = _bar(path, progress)
     with _open(path) as f:
         if header:
-            m = _HEADER.match(f.readline())
+            first = f.readline()
+            if bar is not None:
+                bar.update(len(first))
+            m = _HEADER.match(first)
             if m:
                 declared, dim = int(m.group(1)), int(m.group(2))
             lineno = 1
@@ -249,6 +268,8 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
                 break
             raw = b"".join(chunk)
             consumed += len(raw)
+            if bar is not None:
+                bar.update(len(raw))
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -293,6 +314,8 @@ def _load_text(path: Path, limit: int | None, *, header: bool) -> Embedding:
             rows = nums.reshape(-1, dim)
             store.append(rows if limit is None else rows[: max(0, limit - store.n)])
             words.extend(chunk_words)
+    if bar is not None:
+        bar.close()
     if dim is None or not words:
         raise DataError("the embedding file is empty" if lineno == 0 else "the embedding file has no word vectors", path=path)
     if declared is not None:
@@ -344,7 +367,7 @@ def _is_float(s: str) -> bool:
     return True
 
 
-def _load_word2vec_binary(path: Path, limit: int | None) -> Embedding:
+def _load_word2vec_binary(path: Path, limit: int | None, progress: bool | None = False) -> Embedding:
     """Records are read in chunks of ``_CHUNK_BYTES`` (the file is never held whole in memory)."""
     with _open(path) as f:
         head = f.readline()
@@ -363,12 +386,17 @@ def _load_word2vec_binary(path: Path, limit: int | None) -> Embedding:
         pos = 0
         eof = False
         replaced = 0
+        bar = _bar(path, progress)
+        if bar is not None:
+            bar.update(len(head))
 
         def refill() -> None:
             nonlocal data, pos, eof
             chunk = f.read(max(_CHUNK_BYTES, width + 4097))
             if not chunk:
                 eof = True
+            if bar is not None:
+                bar.update(len(chunk))
             data = data[pos:] + chunk
             pos = 0
 
@@ -392,6 +420,8 @@ def _load_word2vec_binary(path: Path, limit: int | None) -> Embedding:
             words.append(word)
             vectors[i] = np.frombuffer(data, dtype="<f4", count=dim, offset=sp + 1)
             pos = sp + 1 + width
+        if bar is not None:
+            bar.close()
     if replaced:
         warnings.warn(f"{path}: {replaced} word(s) were not valid UTF-8; undecodable bytes became U+FFFD", DeniableWarning, stacklevel=3)
     return _checked(path, words, vectors, first_line=None)

@@ -95,7 +95,10 @@ class Embedding(Vocabulary):
         if vectors.shape[1] == 0:
             raise DataError("the embedding has zero dimensions", path=source)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        finite = np.isfinite(vectors).all(axis=1)
+        finite = np.ones(vectors.shape[0], dtype=bool)
+        step = max(1, (32 << 20) // max(1, vectors.shape[1]))  # bounded temporaries at any vocabulary size
+        for s in range(0, vectors.shape[0], step):
+            finite[s : s + step] = np.isfinite(vectors[s : s + step]).all(axis=1)
         if not finite.all():
             bad = np.flatnonzero(~finite)
             raise DataError(

@@ -19,10 +19,6 @@ PARAMS: dict[str, dict] = {
     "truncated_gumbel": {"k": 5},
     "tem": {"metric": "angular"},
 }
-#: Mechanisms whose metric_space is the metric on the vectors they were built with while their
-#: distance is another one (CusText: 1 within an output set, ∞ across; SanText+: ∞ for
-#: non-sensitive words); kept as before issue 15 (no change of the privacy ratios they give).
-SPACE_DIFFERS = {"custext", "santext_plus"}
 
 
 def _embedding(n: int = 30, dim: int = 6) -> Embedding:
@@ -81,11 +77,15 @@ def test_brr_declares_its_exact_probabilities_without_computing_them():
 def test_metric_space_is_the_guarantee_metric(mechanism):
     """Where a mechanism gives a metric space, the space's distances are its ``distance``."""
     space = mechanism.metric_space()
+    if not mechanism.finite_metric:
+        assert space is None
+        n = mechanism.n_words
+        a, b = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+        assert np.isinf(mechanism.distance(a, b)).any()  # what finite_metric = False declares
+        return
     if space is None:
         return
     assert isinstance(space, MetricSpace)
-    if mechanism.name in SPACE_DIFFERS:
-        pytest.skip(f"{mechanism.name}: metric space kept as before issue 15 (see SPACE_DIFFERS)")
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, mechanism.n_words, 200), rng.integers(0, mechanism.n_words, 200)
     pts = np.asarray(space.points)
@@ -107,3 +107,23 @@ def test_without_a_metric_space_the_ratio_uses_distance():
     assert odd.metric_space() is None
     ids = np.arange(12)
     assert mechanism_metric_stats(odd).avg == pytest.approx(np.abs(ids[:, None] - ids[None]).mean())
+
+
+def test_finite_metric_declares_infinite_distances():
+    """CusText (several output sets) and SanText+ with p < 1 have ∞ distances; SanText+ with
+    p = 1 and one-set CusText do not (control)."""
+    from deniable.mechanisms.custext import CusText
+    from deniable.mechanisms.santext import SanTextPlus
+
+    emb = _embedding()
+    n = len(emb)
+    a, b = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+    cases = [
+        (CusText(emb, epsilon=1.0, K=5, cache_dir=False), False),
+        (CusText(emb, epsilon=1.0, K=n, cache_dir=False), True),
+        (SanTextPlus(emb, epsilon=1.0, p=0.3, cache_dir=False), False),
+        (SanTextPlus(emb, epsilon=1.0, p=1.0, cache_dir=False), True),
+    ]
+    for mech, finite in cases:
+        assert mech.finite_metric is finite
+        assert bool(np.isfinite(mech.distance(a, b)).all()) is finite

@@ -68,7 +68,6 @@ class Mechanism(ABC):
     """
 
     name: ClassVar[str] = "mechanism"
-    finite_metric: ClassVar[bool] = True
     #: Set by ``get_mechanism(..., max_n_w=...)``: how ε was chosen (a
     #: :class:`~deniable.calibration.targets.EpsilonChoice`); every subclass's ``guarantee``
     #: then carries it as ``Guarantee.chosen_by``.
@@ -134,6 +133,12 @@ class Mechanism(ABC):
             fn(0)
         except NotImplementedError:
             return False
+        return True
+
+    @property
+    def finite_metric(self) -> bool:
+        """Whether the guarantee's distance is finite between every two words (False: an output
+        can reveal a partition of the input, and the metric has no scale to compare)."""
         return True
 
     def metric_space(self) -> MetricSpace | None:

@@ -124,7 +124,15 @@ class CusText(EmbeddingMechanism):
     """
 
     name = "custext"
-    finite_metric = False  # d is infinite between some words: no privacy ratio
+    @property
+    def finite_metric(self) -> bool:
+        """False unless one output set holds every word: d is ∞ across sets."""
+        self.precompute()
+        return int(np.unique(self._set_of).size) <= 1  # type: ignore[arg-type]
+
+    def metric_space(self) -> None:
+        """None: the guarantee's distance (0 / 1 within a set, ∞ across) has no point form."""
+        return None
     metric: str  # the metric of the output sets (see EmbeddingMechanism.metric_space)
 
     def __init__(self, embedding: Any, *, epsilon: float, K: int = 20, metric: str = "euclidean", cache_dir: str | os.PathLike[str] | bool | None = None) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
+from ..metrics import MetricLike, MetricSpace, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
 from ._exponential import ExponentialSampler, PointsWithUnk, subset_knn
 from .base import EmbeddingMechanism, Guarantee
@@ -209,7 +209,14 @@ class SanTextPlus(SanText):
     """
 
     name = "santext_plus"
-    finite_metric = False  # d is infinite between some words: no privacy ratio
+    @property
+    def finite_metric(self) -> bool:
+        """False when some words are non-sensitive and p < 1: d is ∞ between them and any other."""
+        return self.p >= 1 or bool(np.all(self.is_sensitive))
+
+    def metric_space(self) -> MetricSpace | None:
+        """The base metric space when d is finite (p = 1), else None (∞ for non-sensitive words)."""
+        return super().metric_space() if self.finite_metric else None
 
     def __init__(
         self,

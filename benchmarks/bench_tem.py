@@ -20,37 +20,15 @@ Run:  .venv/bin/python benchmarks/bench_tem.py [--tokens 200000] [--cache-dir DI
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
+from _common import rate, token_ids
 
 import deniable
 from deniable.mechanisms.tem import TEM
-from deniable.text.tokenize import split_words
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "classification" / "imdb_50k.csv.gz"
-
-
-def token_ids(emb: deniable.Embedding, n: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
-    if DATA.exists():
-        words: list[str] = []
-        csv.field_size_limit(sys.maxsize)
-        with gzip.open(DATA, "rt", encoding="utf-8", newline="") as f:
-            for row in csv.DictReader(f):
-                words.extend(w.lower() for w in split_words(row["review"])[1::2])
-                if len(words) >= n:
-                    break
-        ids = emb.ids_of(words[:n])
-        return ids, f"IMDB review words ({(ids == -1).mean():.1%} out of vocabulary -> UNK)"
-    ranks = np.arange(1, len(emb) + 1)
-    p = 1.0 / ranks
-    return rng.choice(len(emb), size=n, p=p / p.sum()), "Zipf-distributed ids (shared data not found)"
 
 
 class FullScanTEM:
@@ -75,15 +53,6 @@ class FullScanTEM:
             c = np.cumsum(p)
             out[i] = min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), c.size - 1)
         return out
-
-
-def rate(fn, ids: np.ndarray, repeat: int = 1) -> float:
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn(ids)
-        best = min(best, time.perf_counter() - t)
-    return ids.size / best
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from .._rng import RNGLike, as_generator
 from .._validation import check_int
 from ..embeddings.embedding import Vocabulary
 from ..errors import PrivacyWarning
-from ..text.privatize import CASE_POLICIES, check_oov, privatize_texts
+from ..text.privatize import check_case, check_oov, privatize_texts
 
 __all__ = ["ParallelPrivatizer", "privatize_parallel", "shared_privatizer", "default_workers"]
 
@@ -189,8 +189,7 @@ class ParallelPrivatizer:
     ) -> list[str]:
         """Same contract and result as :func:`deniable.text.privatize_texts` (same ``rng``: same output)."""
         check_oov(oov)
-        if case not in CASE_POLICIES:
-            raise ValueError(f"case must be one of {', '.join(map(repr, CASE_POLICIES))}, got {case!r}")
+        check_case(case)
         texts = list(texts)
         for t in texts:
             if not isinstance(t, str):

@@ -27,7 +27,7 @@ from typing import Any
 from ..integrations._common import as_mechanism, for_workers, require
 from ..integrations.keyed import check_bounds, check_seed, secret_seed
 from ..integrations.shipping import Shipment, pack, shipment_for
-from ..text.privatize import CASE_POLICIES, check_oov
+from ..text.privatize import check_case, check_oov
 
 __all__ = ["privatize_column", "count_ngrams", "distribute"]
 
@@ -132,8 +132,7 @@ def privatize_column(
     from ._udf import privatize_udf_function
 
     check_oov(oov)
-    if case not in CASE_POLICIES:
-        raise ValueError(f"case must be one of {', '.join(map(repr, CASE_POLICIES))}, got {case!r}")
+    check_case(case)
     text_type = _check_column(df, column, "column")
     if not isinstance(text_type, T.StringType):
         raise TypeError(f"column {column!r} must be a string column, got {text_type.simpleString()}; cast it with F.col({column!r}).cast('string')")

@@ -13,7 +13,7 @@ from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
 from .tokenize import apply_case, case_pattern, lookup_key, word_pattern
 
-__all__ = ["WordSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "PrivatizationSummary", "summarize_privatization"]
+__all__ = ["WordSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary", "summarize_privatization"]
 
 class WordSampler(Protocol):
     """What :func:`privatize_texts` needs of a mechanism: a ``vocabulary`` (with ``uncased``,
@@ -145,6 +145,12 @@ def check_oov(oov: str) -> str:
     return oov
 
 
+def check_case(case: str) -> str:
+    if case not in CASE_POLICIES:
+        raise ValueError(f"case must be one of {', '.join(map(repr, CASE_POLICIES))}, got {case!r}")
+    return case
+
+
 def privatize_texts(
     mechanism: WordSampler,
     texts: Sequence[str],
@@ -174,8 +180,7 @@ def privatize_texts(
     privatized in each text (UNK included; dropped or kept unknown words excluded).
     """
     check_oov(oov)
-    if case not in CASE_POLICIES:
-        raise ValueError(f"case must be one of {', '.join(map(repr, CASE_POLICIES))}, got {case!r}")
+    check_case(case)
     gen = as_generator(rng)
     vocab = mechanism.vocabulary
     split = word_pattern().split

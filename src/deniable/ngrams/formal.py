@@ -257,6 +257,17 @@ def _bounded(m, W: object, k: int, C: float, gen: np.random.Generator) -> tuple[
     return cap_user_totals(m, W), W
 
 
+def _bound_params(params: dict[str, Any], Wv: float | None, C: float, k: int, sens: float, how: str) -> dict[str, Any]:
+    """``params`` with the enforced bound (W, or C and k) and a caller's larger sensitivity."""
+    if Wv is not None:
+        params["W"] = Wv
+    else:
+        params.update(C=C, max_ngrams_per_user=k)
+    if how == "given":
+        params["sensitivity_bound"] = sens
+    return params
+
+
 def _normalise(x: np.ndarray) -> np.ndarray:
     s = float(x.sum())
     return x / s if s > 0 else np.full(x.size, 1.0 / x.size)
@@ -294,15 +305,11 @@ def formal_laplace(
     sens, how = resolve_sensitivity(sensitivity, derived, "L1", what)
     c = column_sums(b) if Wv is None else np.bincount(b.indices, weights=b.data, minlength=V)
     noisy, scale, used = noise.laplace_mechanism(c, sens, epsilon, sampler=sampler, rng=g_noise)
-    params: dict[str, Any] = {"vocabulary_size": int(V), "noised": "bounded counts"}
+    params = _bound_params({"vocabulary_size": int(V), "noised": "bounded counts"}, Wv, C, k, sens, how)
     if Wv is not None:
-        params["W"] = Wv
         bound_text = f"per-user total capped at W={Wv:g}"
     else:
-        params.update(C=C, max_ngrams_per_user=k)
         bound_text = f"at most {k} distinct n-grams per user (random subset), counts clamped to C={C:g}"
-    if how == "given":
-        params["sensitivity_bound"] = sens
     return Release(
         keys=key_tuple,
         probabilities=_normalise(np.maximum(noisy, 0.0)),
@@ -356,13 +363,7 @@ def formal_laplace_public(
     T = c.sum()
     f = (c / T - alpha_n) if T > 0 else np.zeros(V)
     noisy, scale, used = noise.laplace_mechanism(f, sens, epsilon, sampler=sampler, rng=g_noise)
-    params: dict[str, Any] = {"vocabulary_size": int(V), "noised": "normalised bounded counts minus the prior"}
-    if Wv is not None:
-        params["W"] = Wv
-    else:
-        params.update(C=C, max_ngrams_per_user=k)
-    if how == "given":
-        params["sensitivity_bound"] = sens
+    params = _bound_params({"vocabulary_size": int(V), "noised": "normalised bounded counts minus the prior"}, Wv, C, k, sens, how)
     _params_n(params, public_counts)
     return Release(
         keys=key_tuple,

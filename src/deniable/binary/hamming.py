@@ -272,24 +272,34 @@ class FaissBinaryIndex:
         index.add(np.ascontiguousarray(x))
         self._index = index
 
+    def _search_k(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS's k nearest (distances, ids) as int64, on ``threads`` OpenMP threads."""
+        xq = np.ascontiguousarray(q.astype("<u8").view(np.uint8).reshape(q.shape[0], -1))
+        if self.threads is None:
+            D, I = self._index.search(xq, k)
+        else:
+            before = self._faiss.omp_get_max_threads()
+            self._faiss.omp_set_num_threads(self.threads)
+            try:
+                D, I = self._index.search(xq, k)
+            finally:
+                self._faiss.omp_set_num_threads(before)
+        return D.astype(np.int64), I.astype(np.int64)
+
+    def knn(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest ids and their distances, nearest first (exact for ``"flat"``; equal
+        distances in FAISS's order, unlike :meth:`HammingIndex.knn`'s ascending ids)."""
+        q = self._exact._check(queries)
+        D, I = self._search_k(q, min(check_int("k", k, minimum=1), self.size))
+        return I, D
+
     def search(self, queries: np.ndarray, ties: np.ndarray | None = None, rng: RNGLike = None) -> np.ndarray:
         q = self._exact._check(queries)
         n = q.shape[0]
         u = _ties_for(n, ties, rng)
         if n == 0:
             return np.empty(0, dtype=np.int64)
-        xq = np.ascontiguousarray(q.astype("<u8").view(np.uint8).reshape(n, -1))
-        if self.threads is None:
-            D, I = self._index.search(xq, self.k)
-        else:
-            before = self._faiss.omp_get_max_threads()
-            self._faiss.omp_set_num_threads(self.threads)
-            try:
-                D, I = self._index.search(xq, self.k)
-            finally:
-                self._faiss.omp_set_num_threads(before)
-        D = D.astype(np.int64)
-        I = I.astype(np.int64)
+        D, I = self._search_k(q, self.k)
         found = I >= 0
         tied = found & (D[:, :1] == D)
         redo = ~found[:, 0] | ((tied.sum(axis=1) == self.k) & (self.k < self.size))

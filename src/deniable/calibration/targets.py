@@ -575,26 +575,13 @@ def _faiss_flat(mech: Any) -> bool:
 
 def _hamming_sorted(mech: Any, k: int) -> Callable[[np.ndarray], np.ndarray]:
     """``f(queries) -> (n, k)`` smallest Hamming distances to the vocabulary's codes, ascending
-    (FAISS flat when the mechanism uses it, else the numpy scan; both exact)."""
+    (the mechanism's exact index: FAISS flat or the numpy scan)."""
     from ..binary.hamming import FaissBinaryIndex, HammingIndex
 
     idx = mech.index
-    if isinstance(idx, FaissBinaryIndex):
-        faiss, index = idx._faiss, idx._index
-
-        def fa(q: np.ndarray) -> np.ndarray:
-            xq = np.ascontiguousarray(q.astype("<u8").view(np.uint8).reshape(q.shape[0], -1))
-            before = faiss.omp_get_max_threads()
-            faiss.omp_set_num_threads(1)  # see FaissBinaryIndex: spinning threads on a busy machine
-            try:
-                d, _ = index.search(xq, k)
-            finally:
-                faiss.omp_set_num_threads(before)
-            return d.astype(np.int64)
-
-        return fa
-    hi = idx if isinstance(idx, HammingIndex) else HammingIndex(mech.binary_embedding.codes)
-    return lambda q: hi.knn(q, k)[1]
+    if not isinstance(idx, (FaissBinaryIndex, HammingIndex)):
+        idx = HammingIndex(mech.binary_embedding.codes)
+    return lambda q: idx.knn(q, k)[1]
 
 
 def _flips_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, draws: int, confidence: float, gen: np.random.Generator,

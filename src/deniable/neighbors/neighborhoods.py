@@ -239,34 +239,16 @@ def knn_neighborhoods(
         queries = np.atleast_2d(queries)
     n, V = queries.shape[0], vectors.shape[0]
     kk = min(k, V)
-    if (
-        isinstance(metric, str)
-        and metric == "euclidean"
-        and kk + _F32_MARGIN < V
-        and all(np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize <= 4 for x in (queries, vectors))
-    ):
-        return _knn_euclidean_f32(queries, vectors, kk, memory_bytes, progress, fingerprint)
+    kernel = _knn_kernel(queries, vectors, kk, metric, memory_bytes)
     ids = np.empty((n, kk), dtype=np.int32)
     dists = np.empty((n, kk), dtype=np.float64)
-    bound = np.full(n, np.inf)
-    step = _rows_per_block(V, memory_bytes)
+    bound = np.empty(n, dtype=np.float64)
     bar = _progress(n, progress, f"{kk}-nearest neighbours ({metric_name(metric)})")
     try:
-        for s in range(0, n, step):
-            D = pairwise_distances(queries[s : s + step], vectors, metric)
-            m = D.shape[0]
-            if kk < V:
-                part = np.argpartition(D, kk - 1, axis=1)[:, :kk]
-            else:
-                part = np.broadcast_to(np.arange(V), (m, V))
-            d = np.take_along_axis(D, part, axis=1)
-            order = np.lexsort((part, d), axis=1)
-            ids[s : s + m] = np.take_along_axis(part, order, axis=1)
-            dists[s : s + m] = np.take_along_axis(d, order, axis=1)
-            if kk < V:
-                bound[s : s + m] = dists[s : s + m, -1]
+        for s in range(0, n, kernel.step):
+            ids[s : s + kernel.step], dists[s : s + kernel.step], bound[s : s + kernel.step] = kernel.block(queries[s : s + kernel.step])
             if bar is not None:
-                bar.update(m)
+                bar.update(min(kernel.step, n - s))
     finally:
         if bar is not None:
             bar.close()
@@ -284,41 +266,8 @@ def knn_neighborhoods(
 
 
 _F32_MARGIN = 16
-
-
-def _smallest_columns(S: np.ndarray, kc: int) -> np.ndarray:
-    """Column indices of the ``kc`` smallest entries of each row of ``S``, the kc-th smallest in
-    the last column (like ``argpartition(S, kc - 1)[:, :kc]``, but several times faster on wide
-    rows): a threshold from a 1-in-16 column sample keeps a few hundred candidates per row, which
-    are then partitioned; rows where the sample threshold keeps fewer than ``kc`` fall back to a
-    full partition."""
-    m, V = S.shape
-    sub = S[:, ::16]
-    nsub = sub.shape[1]
-    j = min(nsub - 1, 3 * kc * nsub // V + 8)
-    if 64 * kc > V or j >= nsub - 1:
-        return np.argpartition(S, kc - 1, axis=1)[:, :kc]
-    thr = np.partition(sub, j, axis=1)[:, j]
-    mask = thr[:, None] >= S
-    counts = mask.sum(axis=1)
-    out = np.empty((m, kc), dtype=np.int64)
-    few = counts < kc
-    if few.any():
-        out[few] = np.argpartition(S[few], kc - 1, axis=1)[:, :kc]
-    ok = np.flatnonzero(~few)
-    if ok.size:
-        r, c = np.nonzero(mask[ok])
-        width = int(counts[ok].max())
-        starts = np.zeros(ok.size, dtype=np.int64)
-        np.cumsum(counts[ok][:-1], out=starts[1:])
-        pos = np.arange(r.size) - starts[r]
-        vals = np.full((ok.size, width), np.inf, dtype=S.dtype)
-        cols = np.zeros((ok.size, width), dtype=np.int64)
-        vals[r, pos] = S[ok[r], c]
-        cols[r, pos] = c
-        sel = np.argpartition(vals, kc - 1, axis=1)[:, :kc]
-        out[ok] = np.take_along_axis(cols, sel, axis=1)
-    return out
+_SAMPLE_STRIDE = 16
+_TILE_BYTES = 16 << 20  # float32 scores of one (query block x vocabulary tile): about L3-sized
 
 
 def _squared_norms(X: np.ndarray, block_bytes: int = 16 << 20) -> np.ndarray:
@@ -356,95 +305,157 @@ class _StackedRows:
         return np.concatenate([self.head[start:], self.tail[: stop - n0]])
 
 
-def _knn_euclidean_f32(
-    queries: np.ndarray, vectors: np.ndarray, k: int, memory_bytes: int, progress: bool | None, fingerprint: str
-) -> Neighborhoods:
-    """Euclidean k-nearest lists of float32 data: candidates from a float32 GEMM, exact float64
-    distances for them, and a rigorous bound.
+class _KnnF32:
+    """Exact Euclidean k-nearest lists of float32 data, one block of query rows at a time:
+    candidates from a float32 GEMM, exact float64 distances for them, and a rigorous bound.
 
-    Scores s_y = ‖e_y‖² − 2q·e_y come from one float32 product of −2q (exact scaling) with the
-    vectors per block, plus the float32-rounded ‖e_y‖² (no augmented copy of the vocabulary); the
-    k + 16 lowest are re-measured exactly in float64 and the k nearest of them kept. A word outside
-    the candidates has computed score at least s_cut (the (k+16)-th lowest). The length-dim product
-    errs by at most γ_dim·2‖q‖E, the rounded norm by u·E², the final addition by u(2‖q‖E + E²);
-    all together at most δ = γ_n(2‖q‖·E + E²) + u·E² with n = dim + 1 (u = 2⁻²⁴,
-    γ_n = nu/(1 − nu) ≥ γ_dim + u, E = the largest norm), so its distance is at least
-    sqrt(‖q‖² + s_cut − δ). The stored bound is
-    the smaller of that and the k-th exact distance: valid for every word not in the row.
+    Scores s_y = ‖e_y‖² − 2q·e_y come from a float32 product of −2q (exact scaling) with a tile
+    of the vectors plus the float32-rounded ‖e_y‖² (no augmented copy of the vocabulary).
+    **Candidates.** A per-row threshold t comes from the same scores on a fixed 1-in-16 sample
+    of the vocabulary (its j-th lowest, j ≈ 2·kc/16 + 4, kc = k + 16): every word scoring ≤ t
+    is a candidate, about 2.5·kc per row, found with one comparison per cell and no sort of the
+    tile. A row with fewer than kc candidates (its sample is unrepresentative) is redone with a
+    partition of its full scores. The kc lowest candidates are re-measured exactly in float64
+    and the k nearest kept; every other word scores at least s_cut, the kc-th lowest candidate
+    score (the candidates are all words scoring ≤ t, and s_cut ≤ t).
+    **Bound.** The length-dim product errs by at most γ_dim·2‖q‖E, the rounded norm by u·E², the
+    final addition by u(2‖q‖E + E²); together at most δ = γ_n(2‖q‖·E + E²) + u·E² with
+    n = dim + 1 (u = 2⁻²⁴, γ_n = nu/(1 − nu) ≥ γ_dim + u, E = the largest norm), so a word
+    outside the list is at distance ≥ sqrt(‖q‖² + s_cut − δ). The stored bound is the smaller of
+    that and the k-th exact distance: valid for every word not in the row.
     """
-    Q = queries  # sliced per block below (may be a _StackedRows: no stacked copy)
-    X = np.ascontiguousarray(vectors, dtype=np.float32)
-    n, dim = Q.shape
-    V = X.shape[0]
-    kc = k + _F32_MARGIN
-    sq = _squared_norms(X)
-    sq32 = sq.astype(np.float32)
-    u = 2.0**-24
-    nu = (dim + 1) * u
-    gam = nu / (1.0 - nu)
-    E = math.sqrt(float(sq.max()))
-    ids = np.empty((n, k), dtype=np.int32)
-    dists = np.empty((n, k), dtype=np.float64)
-    bound = np.empty(n, dtype=np.float64)
-    # per query row: the float32 scores, argpartition's int64 indices and its working copy
-    # Query blocks of up to 256 rows keep the product compute-bound (a few rows per block would
-    # re-read the whole vocabulary for each); the vocabulary is tiled so the float32 scores and
-    # the selection temporaries (~20 bytes per cell) stay within memory_bytes.
-    step = int(min(n, 256))
-    width = int(min(V, max(64 * kc, memory_bytes // (20 * step))))
-    bar = _progress(n, progress, f"{k}-nearest neighbours (euclidean)")
-    try:
-        for s in range(0, n, step):
-            qb = np.asarray(Q[s : s + step], dtype=np.float32)
-            m = qb.shape[0]
-            qm2 = np.multiply(qb, np.float32(-2.0), dtype=np.float32)  # exact scaling of q
-            cand_ids: list[np.ndarray] = []
-            cand_sc: list[np.ndarray] = []
-            for v0 in range(0, V, width):
-                w = min(width, V - v0)
-                S = qm2 @ X[v0 : v0 + w].T
-                S += sq32[v0 : v0 + w]
-                kt = min(kc, w)
-                pt = _smallest_columns(S, kt) if kt < w else np.broadcast_to(np.arange(w), (m, w))
-                cand_ids.append(pt + v0)
-                cand_sc.append(np.take_along_axis(S, pt, axis=1))
-                del S
-            # every word outside a tile's list scores at least that tile's kc-th lowest, which is
-            # at least the kc-th lowest of the union: s_cut below is a valid cut for all words
-            ci = np.concatenate(cand_ids, axis=1) if len(cand_ids) > 1 else cand_ids[0]
-            cs = np.concatenate(cand_sc, axis=1) if len(cand_sc) > 1 else cand_sc[0]
-            sel = np.argpartition(cs, kc - 1, axis=1)[:, :kc] if cs.shape[1] > kc else np.argsort(cs, axis=1, kind="stable")
-            part = np.take_along_axis(ci, sel, axis=1)
-            s_cut = np.take_along_axis(cs, sel[:, kc - 1 : kc], axis=1)[:, 0].astype(np.float64)
-            q64 = qb.astype(np.float64)
-            d = np.empty((m, kc))
-            for j in range(m):  # exact distances to the candidates, one small (kc x dim) block per row
-                diff = X[part[j]].astype(np.float64) - q64[j]
-                d[j] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-            order = np.lexsort((part, d), axis=1)[:, :k]
-            ids[s : s + m] = np.take_along_axis(part, order, axis=1)
-            dk = np.take_along_axis(d, order, axis=1)
-            dists[s : s + m] = dk
-            qq = np.einsum("ij,ij->i", q64, q64)
-            delta = gam * (2.0 * np.sqrt(qq) * E + E * E) + u * E * E
-            lb2 = qq + s_cut - delta - 1e-12 * (qq + E * E)
-            bound[s : s + m] = np.minimum(dk[:, -1], np.sqrt(np.maximum(lb2, 0.0)))
-            if bar is not None:
-                bar.update(m)
-    finally:
-        if bar is not None:
-            bar.close()
-    return Neighborhoods(
-        indptr=np.arange(n + 1, dtype=np.int64) * k,
-        indices=ids.reshape(-1),
-        distances=dists.reshape(-1),
-        bound=bound,
-        kind="knn",
-        param=float(k),
-        metric="euclidean",
-        n_vocab=V,
-        fingerprint=fingerprint,
-    )
+
+    def __init__(self, vectors: np.ndarray, k: int, memory_bytes: int) -> None:
+        self.X = np.ascontiguousarray(vectors, dtype=np.float32)
+        V, dim = self.X.shape
+        self.k, self.kc = k, k + _F32_MARGIN
+        sq = _squared_norms(self.X)
+        self.sq32 = sq.astype(np.float32)
+        u = 2.0**-24
+        nu = (dim + 1) * u
+        self.u, self.gam, self.E = u, nu / (1.0 - nu), math.sqrt(float(sq.max()))
+        # Query blocks of up to 256 rows keep the product compute-bound (a few rows per block
+        # would re-read the whole vocabulary for each); the vocabulary is tiled so the float32
+        # scores and the comparison mask stay cache-sized and within memory_bytes.
+        self.step = 256
+        self.width = int(min(V, max(self.kc, min(_TILE_BYTES, memory_bytes // 2) // (4 * self.step))))
+        self.use_sample = V >= 64 * self.kc
+        if self.use_sample:
+            self.Xs = np.ascontiguousarray(self.X[::_SAMPLE_STRIDE])  # a 1/16 copy: the threshold sample
+            self.sqs32 = self.sq32[::_SAMPLE_STRIDE].copy()
+            self.j = min(self.Xs.shape[0] - 1, -(-2 * self.kc // _SAMPLE_STRIDE) + 4)
+
+    def _scores(self, qm2: np.ndarray, v0: int, w: int) -> np.ndarray:
+        S = qm2 @ self.X[v0 : v0 + w].T
+        S += self.sq32[v0 : v0 + w]
+        return S
+
+    def _lowest_full(self, qm2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores) of the kc lowest scores of each row, tile by tile (the fallback)."""
+        V, kc = self.X.shape[0], self.kc
+        ids_l, sc_l = [], []
+        for v0 in range(0, V, self.width):
+            w = min(self.width, V - v0)
+            S = self._scores(qm2, v0, w)
+            pt = np.argpartition(S, kc - 1, axis=1)[:, :kc] if kc < w else np.broadcast_to(np.arange(w), S.shape)
+            ids_l.append(pt + v0)
+            sc_l.append(np.take_along_axis(S, pt, axis=1))
+        ci, cs = np.concatenate(ids_l, axis=1), np.concatenate(sc_l, axis=1)
+        sel = np.argpartition(cs, kc - 1, axis=1)[:, :kc] if cs.shape[1] > kc else np.argsort(cs, axis=1, kind="stable")
+        return np.take_along_axis(ci, sel, axis=1), np.take_along_axis(cs, sel, axis=1)
+
+    def _lowest_thresholded(self, qm2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m, V, kc = qm2.shape[0], self.X.shape[0], self.kc
+        Ss = qm2 @ self.Xs.T
+        Ss += self.sqs32
+        thr = np.partition(Ss, self.j, axis=1)[:, self.j : self.j + 1]
+        del Ss
+        rows_l, cols_l, vals_l = [], [], []
+        for v0 in range(0, V, self.width):
+            w = min(self.width, V - v0)
+            S = self._scores(qm2, v0, w)
+            flat = np.flatnonzero(S <= thr)  # 1-D: numpy's fast path (2-D nonzero is ~10x slower)
+            r, c = np.divmod(flat, w)
+            rows_l.append(r)
+            cols_l.append(c + v0)
+            vals_l.append(S.reshape(-1)[flat])
+            del S
+        r = np.concatenate(rows_l)
+        c = np.concatenate(cols_l)
+        v = np.concatenate(vals_l)
+        counts = np.bincount(r, minlength=m)
+        ids = np.empty((m, kc), dtype=np.int64)
+        sc = np.empty((m, kc), dtype=np.float32)
+        ok = counts >= kc
+        if ok.any():
+            order = np.lexsort((c, v, r))  # by row, then score (ties: lower id first)
+            starts = np.zeros(m, dtype=np.int64)
+            np.cumsum(counts[:-1], out=starts[1:])
+            pos = starts[ok][:, None] + np.arange(kc)
+            ids[ok] = c[order[pos]]
+            sc[ok] = v[order[pos]]
+        if not ok.all():
+            few = np.flatnonzero(~ok)
+            ids[few], sc[few] = self._lowest_full(qm2[few])
+        return ids, sc
+
+    def block(self, qb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids (m, k) int32, exact distances (m, k) float64, bound (m,)) for query rows ``qb``."""
+        k, kc = self.k, self.kc
+        qb = np.asarray(qb, dtype=np.float32)
+        m = qb.shape[0]
+        qm2 = np.multiply(qb, np.float32(-2.0), dtype=np.float32)  # exact scaling of q
+        part, cs = self._lowest_thresholded(qm2) if self.use_sample else self._lowest_full(qm2)
+        # the kc-th lowest candidate score: every word outside `part` scores at least that much
+        s_cut = cs.max(axis=1).astype(np.float64)
+        q64 = qb.astype(np.float64)
+        d = np.empty((m, kc))
+        for j in range(m):  # exact distances to the candidates, one small (kc x dim) block per row
+            diff = self.X[part[j]].astype(np.float64) - q64[j]
+            d[j] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        order = np.lexsort((part, d), axis=1)[:, :k]
+        ids = np.take_along_axis(part, order, axis=1).astype(np.int32)
+        dk = np.take_along_axis(d, order, axis=1)
+        qq = np.einsum("ij,ij->i", q64, q64)
+        E, u = self.E, self.u
+        delta = self.gam * (2.0 * np.sqrt(qq) * E + E * E) + u * E * E
+        lb2 = qq + s_cut - delta - 1e-12 * (qq + E * E)
+        bound = np.minimum(dk[:, -1], np.sqrt(np.maximum(lb2, 0.0)))
+        return ids, dk, bound
+
+
+class _KnnGeneric:
+    """k-nearest lists for any metric, one block of query rows at a time: exact float64 distances
+    to the whole vocabulary (``pairwise_distances``) and a partition."""
+
+    def __init__(self, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> None:
+        self.vectors, self.k, self.metric = vectors, k, metric
+        self.V = vectors.shape[0]
+        self.step = _rows_per_block(self.V, memory_bytes)
+
+    def block(self, qb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k, V = self.k, self.V
+        D = pairwise_distances(qb, self.vectors, self.metric)
+        m = D.shape[0]
+        part = np.argpartition(D, k - 1, axis=1)[:, :k] if k < V else np.broadcast_to(np.arange(V), (m, V))
+        d = np.take_along_axis(D, part, axis=1)
+        order = np.lexsort((part, d), axis=1)
+        ids = np.take_along_axis(part, order, axis=1).astype(np.int32)
+        dk = np.take_along_axis(d, order, axis=1)
+        bound = dk[:, -1].copy() if k < V else np.full(m, np.inf)
+        return ids, dk, bound
+
+
+def _knn_kernel(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> _KnnF32 | _KnnGeneric:
+    kk = min(k, vectors.shape[0])
+    if (
+        isinstance(metric, str)
+        and metric == "euclidean"
+        and kk + _F32_MARGIN < vectors.shape[0]
+        and all(np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize <= 4 for x in (queries, vectors))
+    ):
+        return _KnnF32(vectors, kk, memory_bytes)
+    return _KnnGeneric(vectors, kk, metric, memory_bytes)
 
 
 def radius_neighborhoods(
@@ -482,7 +493,7 @@ def radius_neighborhoods(
     try:
         for s in range(0, n, step):
             D = pairwise_distances(queries[s : s + step], vectors, metric)
-            r, c = np.nonzero(gamma >= D)  # row-major: grouped by row
+            r, c = np.divmod(np.flatnonzero(gamma >= D), D.shape[1])  # row-major: grouped by row
             total += r.size
             if total > max_entries:
                 raise ValueError(

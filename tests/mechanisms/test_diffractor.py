@@ -124,6 +124,39 @@ def test_metric_dp_check_has_teeth_and_sampler_control_fails() -> None:
     assert chi2_pvalue(out, Diffractor(emb, epsilon=1.15, cache_dir=False).probabilities(12)) < 1e-6
 
 
+@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
+def test_clamping_is_the_truncated_geometric_and_renormalizing_would_break_the_bound(eps: float) -> None:
+    """Our boundary rule is the truncated geometric mechanism of Ghosh, Roughgarden & Sundararajan
+    (mass beyond an end lands on that end), tight at ε per position. The other reading of
+    "truncated" (restrict to the list and renormalize) is not ε·d-private: for adjacent positions
+    at an end the ratio is e^ε·(1 + α − α²) (finite-list form below); docs/mechanisms/diffractor.md
+    states the numbers."""
+    emb = make_embedding()
+    V = len(emb)
+    mech = Diffractor(emb, epsilon=eps, cache_dir=False)
+    order = mech.precompute()[0]
+    Q = np.array([mech.probabilities(int(order[i]))[order] for i in range(V)])  # position -> position
+    a = math.exp(-eps)
+    i, j = np.meshgrid(np.arange(V), np.arange(V), indexing="ij")
+    grs = (1 - a) / (1 + a) * a ** np.abs(j - i)
+    grs[:, 0] = a ** np.arange(V) / (1 + a)
+    grs[:, V - 1] = a ** (V - 1 - np.arange(V)) / (1 + a)
+    np.testing.assert_allclose(Q, grs, rtol=1e-12)
+    gap = np.abs(np.arange(V)[:, None] - np.arange(V)[None, :]).astype(float)
+    np.fill_diagonal(gap, np.inf)
+    lr = np.log(Q[:, None, :] / Q[None, :, :]).max(axis=2) / gap  # worst log-ratio per unit distance
+    assert lr.max() == pytest.approx(eps, rel=1e-9)  # tight, never above
+    R = a ** np.abs(j - i).astype(float)  # the renormalized restriction to the list
+    R /= R.sum(axis=1, keepdims=True)
+    lr_r = np.log(R[:, None, :] / R[None, :, :]).max(axis=2)
+    z0 = (1 - a**V) / (1 - a)
+    z1 = a + (1 - a ** (V - 1)) / (1 - a)
+    assert lr_r[0, 1] == pytest.approx(math.log(z1 / (a * z0)), rel=1e-9)
+    assert lr_r[0, 1] - eps == pytest.approx(math.log(1 + a - a * a), abs=1e-6)
+    assert (lr_r / gap).max() > eps * (1 + 1e-3)
+    assert (lr_r - eps * gap).max() <= math.log(1 + a) + 1e-9
+
+
 def test_edges_and_interface(tmp_path) -> None:
     emb = make_embedding()
     huge = Diffractor(emb, epsilon=50.0, cache_dir=False)

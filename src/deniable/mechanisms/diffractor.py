@@ -5,10 +5,20 @@ Obfuscation Leveraging Word-Level Metric Differential Privacy", IWSPA @ CODASPY 
 (arXiv:2405.01678): the embedding is turned into 1-D lists of words, a word becomes a position,
 geometric (or TEM) noise moves the position, and the word at the new position is the output.
 
-Source note: we could read only the abstract and summaries of the paper; the list construction
-(a greedy nearest-neighbour chain), the boundary rule (clamping) and the uniform choice among
-several lists below are our own choices where we could not read the paper's, and the
-guarantee stated here is proved for this implementation.
+Source note (checked again for issue 13; details in docs/mechanisms/diffractor.md): the paper's
+full text could not be read. The search index holds the arXiv HTML page (2405.01678v1) but
+returns only its opening (abstract, start of §1); summaries confirm index-based 1-D lists,
+geometric noise and an ε·d_V guarantee. The authors' package README (github.com/sjmeis/Diffractor,
+PyPI ``dp-diffractor``) adds: "1D sorted embedding spaces", "Truncated Geometric" and TEM
+mechanisms, TEM radius ``gamma`` = 5 positions by default, one list per embedding model, and stop
+words kept verbatim by default. So no section, algorithm or equation number can be cited. What
+we implement where the paper could not be read: the lists (a greedy nearest-neighbour chain),
+the uniform choice among several lists, and the boundary rule — clamping, i.e. the truncated
+geometric mechanism of Ghosh, Roughgarden & Sundararajan (STOC 2009), the standard meaning of
+"truncated geometric"; restricting to the list and renormalizing instead would not be
+ε·d-private (measured in the docs and in tests/mechanisms/test_diffractor.py). Every word is
+perturbed (no stop-word pass-through). The guarantee stated here is proved for this
+implementation.
 """
 
 from __future__ import annotations
@@ -83,7 +93,8 @@ class Diffractor(EmbeddingMechanism):
     i = pos_l(w), and the output is the word at position j:
 
     * ``noise="geometric"``: j = clamp(i + K, 0, |W| − 1), K two-sided geometric,
-      P[K = k] = (1 − α)/(1 + α)·α^|k| with α = e^(−ε) (the discrete Laplace mechanism);
+      P[K = k] = (1 − α)/(1 + α)·α^|k| with α = e^(−ε) (the discrete Laplace mechanism; with the
+      clamping, the truncated geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009);
     * ``noise="tem"``: P[j] ∝ exp(−(ε/2)·min(|j − i|, γ)) over all positions (TEM on the line;
       γ from TEM's Theorem 3 with ``beta`` unless given).
 
@@ -118,7 +129,9 @@ class Diffractor(EmbeddingMechanism):
 
     References
     ----------
-    Meisenbacher et al. 2024 (1-Diffractor); TEM paper, Algorithm 2, Theorems 2–3.
+    Meisenbacher, Chevli, Matthes 2024 (1-Diffractor; full text not available to us, see the
+    module note); Ghosh, Roughgarden, Sundararajan 2009 (truncated geometric mechanism); TEM
+    paper, Algorithm 2, Theorems 2–3.
     """
 
     name = "diffractor"

@@ -182,15 +182,27 @@ SAMPLER_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,epsilon,kwargs,path", SAMPLER_CASES, ids=[c[0] for c in SAMPLER_CASES])
-def test_sampling_matches_closed_form(name: str, epsilon: float, kwargs: dict, path: str) -> None:
+# every case with the in-memory tables, and the k-nearest ones with the compact ids-only table
+STORAGE_CASES = [(*c, "table") for c in SAMPLER_CASES] + [(*c, "compact") for c in SAMPLER_CASES if c[2].get("neighbors") != "radius"]
+
+
+@pytest.mark.parametrize("name,epsilon,kwargs,path,storage", STORAGE_CASES, ids=[f"{c[0]}-{c[4]}" for c in STORAGE_CASES])
+def test_sampling_matches_closed_form(name: str, epsilon: float, kwargs: dict, path: str, storage: str, monkeypatch) -> None:
+    import deniable.mechanisms.tem as tem_module
+
+    monkeypatch.setattr(tem_module, "_COMPACT_ROWS", 3)  # several chunks of recomputed rows per batch
     emb = make_embedding()
-    mech = TEM(emb, epsilon=epsilon, cache_dir=False, **kwargs)
+    mech = TEM(emb, epsilon=epsilon, cache_dir=False, storage=storage, **kwargs)
+    assert mech.storage == storage
     words = [0, 7, 23, -1]
     out = mech.sample_ids(np.repeat(words, N_DRAWS), rng=12345).reshape(len(words), N_DRAWS)
-    complete = mech._get_tables().complete[[w if w >= 0 else len(emb) for w in words]]
+    if storage == "table":
+        all_complete = mech._get_tables().complete
+    else:
+        all_complete = mech.precompute().bound >= mech.gamma
+    complete = all_complete[[w if w >= 0 else len(emb) for w in words]]
     summary = mech.sampler_summary()
-    assert summary["lookup_fraction"] == mech._get_tables().complete[: len(emb)].mean()
+    assert summary["lookup_fraction"] == all_complete[: len(emb)].mean()
     if path == "lookup":
         assert complete.all()
     elif path == "rejection":
@@ -201,11 +213,55 @@ def test_sampling_matches_closed_form(name: str, epsilon: float, kwargs: dict, p
         assert chi2_pvalue(out[j], mech.probabilities(w)) > P_MIN, (name, w)
 
 
-def test_chi_square_detects_a_wrong_sampler() -> None:
+@pytest.mark.parametrize("storage", ["table", "compact"])
+def test_chi_square_detects_a_wrong_sampler(storage: str) -> None:
     """The frequency test has power: draws at eps=2 do not fit the eps=2.2 closed form."""
     emb = make_embedding()
-    out = draws(TEM(emb, epsilon=2.0, k=4, cache_dir=False), 3)
+    out = draws(TEM(emb, epsilon=2.0, k=4, cache_dir=False, storage=storage), 3)
     assert chi2_pvalue(out, TEM(emb, epsilon=2.2, cache_dir=False).probabilities(3)) < 1e-6
+
+
+def test_compact_sampler_detects_wrong_weights(monkeypatch) -> None:
+    """Control for the compact sampler's own arithmetic: with the recomputed distances scaled by
+    1.1 (as if it used the wrong row), the same chi-square test fails."""
+    import deniable.mechanisms.tem as tem_module
+
+    emb = make_embedding()
+    mech = TEM(emb, epsilon=2.0, k=8, cache_dir=False, storage="compact")
+    real = tem_module.row_distances
+    monkeypatch.setattr(tem_module, "row_distances", lambda *a, **k: 1.1 * real(*a, **k))
+    assert chi2_pvalue(draws(mech, 3), mech.probabilities(3)) < 1e-6
+
+
+def test_storage_auto_and_validation() -> None:
+    emb = make_embedding()
+    assert TEM(emb, epsilon=2.0, cache_dir=False).storage == "table"
+    assert "storage" not in TEM(emb, epsilon=2.0, cache_dir=False).params
+    big = Embedding([f"w{i}" for i in range(70_000)], np.zeros((70_000, 2), dtype=np.float32))
+    assert TEM(big, epsilon=2.0, cache_dir=False).storage == "compact"  # (70,001 x 128) entries
+    assert TEM(big, epsilon=2.0, cache_dir=False, k=64).storage == "table"
+    assert TEM(emb, epsilon=2.0, cache_dir=False, storage="compact").params["storage"] == "compact"
+    with pytest.raises(ValueError, match="storage must be"):
+        TEM(emb, epsilon=2.0, storage="mmap")
+    with pytest.raises(ValueError, match="needs neighbors='knn'"):
+        TEM(emb, epsilon=2.0, storage="compact", neighbors="radius")
+    with pytest.raises(RuntimeError, match="storage='table'"):
+        TEM(emb, epsilon=2.0, cache_dir=False, storage="compact")._get_tables()
+
+
+def test_compact_disk_cache(tmp_path, monkeypatch) -> None:
+    """The compact table is cached as a folder of .npy files, memory-mapped on load, and a second
+    instance samples the same outputs for the same seed without recomputing."""
+    import deniable.neighbors.neighborhoods as nbm
+
+    emb = make_embedding()
+    a = TEM(emb, epsilon=2.0, k=6, cache_dir=tmp_path, storage="compact")
+    out_a = a.sample_ids(np.arange(40).repeat(20), rng=4)
+    assert a.cache_file is not None and a.cache_file.is_dir() and a.cache_file.name.startswith("tem-knnids-")
+    monkeypatch.setattr(nbm, "build_knn_ids", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    b = TEM(emb, epsilon=2.0, k=6, cache_dir=tmp_path, storage="compact")
+    np.testing.assert_array_equal(b.sample_ids(np.arange(40).repeat(20), rng=4), out_a)
+    assert isinstance(b.precompute().ids, np.memmap)
 
 
 def test_callable_metric() -> None:
@@ -359,16 +415,17 @@ def test_disk_cache_roundtrip(tmp_path, monkeypatch) -> None:
     assert c.cache_file == a.cache_file
 
 
-def test_loose_bound_stays_exact() -> None:
+@pytest.mark.parametrize("storage", ["table", "compact"])
+def test_loose_bound_stays_exact(storage: str) -> None:
     """The sampler needs only a valid lower bound b_w (the float32 Euclidean pre-processing may
     lower it): with bounds halved, listed words beyond b_w get (u - g)+ = 0 and the uniform
     branch supplies their exact weight."""
     from dataclasses import replace
 
     emb = make_embedding()
-    mech = TEM(emb, epsilon=2.0, k=8, cache_dir=False)
+    mech = TEM(emb, epsilon=2.0, k=8, cache_dir=False, storage=storage)
     nb = mech.precompute()
-    mech._nb = replace(nb, bound=nb.bound * 0.5)
+    mech._nb = replace(nb, bound=nb.bound * 0.5)  # type: ignore[type-var]
     mech._tables = None
     words = [0, 11, -1]
     out = mech.sample_ids(np.repeat(words, N_DRAWS), rng=7).reshape(len(words), N_DRAWS)

@@ -229,3 +229,126 @@ def test_float32_euclidean_path_matches_float64(layout: str) -> None:
         others = np.setdiff1d(np.arange(3000), ids)
         assert fast.bound[i] <= d[-1] and np.all(D[i, others] >= fast.bound[i] - 1e-12)
         assert fast.bound[i] >= slow.bound[i] - 1e-3
+
+
+# -- compact, resumable k-nearest tables -------------------------------------------------------
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "manhattan"])
+def test_knn_ids_equal_the_full_table(metric: str, tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3000, 6)).astype(np.float32)
+    Q = np.vstack([X[:700], X.mean(axis=0, keepdims=True)])
+    full = knn_neighborhoods(Q, X, 9, metric)
+    for directory in (None, tmp_path / "t"):
+        t = nbm.build_knn_ids(Q, X, 9, metric, directory=directory, fingerprint="fp")
+        np.testing.assert_array_equal(t.ids, full.indices.reshape(-1, 9))
+        np.testing.assert_array_equal(t.bound, full.bound)
+        assert (t.k, t.n_rows, t.n_vocab, t.metric, t.nnz) == (9, 701, 3000, metric, 701 * 9)
+    assert isinstance(t.ids, np.memmap) and not (tmp_path / "t.partial").exists()
+    again = nbm.KnnIds.load(tmp_path / "t")
+    np.testing.assert_array_equal(again.ids, t.ids)
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_knn_ids_build_resumes_after_an_interruption(tmp_path, monkeypatch) -> None:
+    """A build stopped after some blocks continues from its last checkpoint (not from row 0) and
+    ends with the same table as an uninterrupted build."""
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((4000, 8)).astype(np.float32)
+    Q = X[:1200]
+    want = nbm.build_knn_ids(Q, X, 5)
+    blocks: list[int] = []
+    real_block = nbm._KnnF32.block
+
+    def stopping_block(self, qb):
+        blocks.append(qb.shape[0])
+        if len(blocks) == 3:
+            raise _Stop
+        return real_block(self, qb)
+
+    monkeypatch.setattr(nbm._KnnF32, "block", stopping_block)
+    with pytest.raises(_Stop):
+        nbm.build_knn_ids(Q, X, 5, directory=tmp_path / "t", checkpoint_seconds=0.0)
+    assert (tmp_path / "t.partial" / "done").read_text() == "512" and not (tmp_path / "t").exists()
+    monkeypatch.setattr(nbm._KnnF32, "block", real_block)
+    seen: list[int] = []
+
+    def counting_block(self, qb):
+        seen.append(qb.shape[0])
+        return real_block(self, qb)
+
+    monkeypatch.setattr(nbm._KnnF32, "block", counting_block)
+    t = nbm.build_knn_ids(Q, X, 5, directory=tmp_path / "t", checkpoint_seconds=0.0)
+    assert sum(seen) == 1200 - 512  # only the rows after the checkpoint were computed
+    np.testing.assert_array_equal(t.ids, want.ids)
+    np.testing.assert_array_equal(t.bound, want.bound)
+    # a different input (k) does not resume from a stale partial build
+    seen.clear()
+    monkeypatch.setattr(nbm._KnnF32, "block", stopping_block)
+    blocks.clear()
+    with pytest.raises(_Stop):
+        nbm.build_knn_ids(Q, X, 6, directory=tmp_path / "u", checkpoint_seconds=0.0)
+    monkeypatch.setattr(nbm._KnnF32, "block", counting_block)
+    nbm.build_knn_ids(Q, X, 7, directory=tmp_path / "u", checkpoint_seconds=0.0)
+    assert sum(seen) == 1200
+
+
+_KILL_SCRIPT = """
+import sys, numpy as np
+import deniable.neighbors.neighborhoods as nbm
+X = np.random.default_rng(7).standard_normal((10000, 16)).astype(np.float32)
+nbm.build_knn_ids(X, X, 8, directory=sys.argv[1], checkpoint_seconds=0.0)
+"""
+
+
+def test_knn_ids_build_survives_sigkill(tmp_path) -> None:
+    """Black box: a build killed with SIGKILL mid-way resumes from its checkpoint and gives the
+    same table as a build that was never interrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    target = tmp_path / "t"
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(target)])
+    done_file = tmp_path / "t.partial" / "done"
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if done_file.exists() and int(done_file.read_text() or 0) >= 1024:
+                break
+            if proc.poll() is not None:
+                pytest.fail("the build finished before it could be killed")
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done = int(done_file.read_text())
+    assert 1024 <= done < 10000 and not target.exists()
+    X = np.random.default_rng(7).standard_normal((10000, 16)).astype(np.float32)
+    t = nbm.build_knn_ids(X, X, 8, directory=target)
+    want = nbm.build_knn_ids(X, X, 8)
+    np.testing.assert_array_equal(t.ids, want.ids)
+    np.testing.assert_array_equal(t.bound, want.bound)
+
+
+def test_compact_embedding_cache_rebuilds_a_corrupt_folder(tmp_path) -> None:
+    emb = make_embedding(200, 4)
+    t, path = embedding_neighborhoods(emb, kind="knn", k=5, cache_dir=tmp_path, compact=True)
+    assert path is not None and path.is_dir() and t.n_rows == 201
+    ids = np.load(path / "ids.npy", mmap_mode="r+")
+    ids[3, 0] = 999  # out of range
+    ids.flush()
+    del ids, t
+    with pytest.warns(DeniableWarning, match="unreadable cache folder"):
+        t2, _ = embedding_neighborhoods(emb, kind="knn", k=5, cache_dir=tmp_path, compact=True)
+    full, _ = embedding_neighborhoods(emb, kind="knn", k=5, cache_dir=False)
+    np.testing.assert_array_equal(t2.ids, full.indices.reshape(-1, 5))
+    with pytest.raises(ValueError, match="compact=True needs kind='knn'"):
+        embedding_neighborhoods(emb, kind="radius", gamma=1.0, cache_dir=tmp_path, compact=True)

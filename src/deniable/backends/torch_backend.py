@@ -653,7 +653,16 @@ class TorchTEM(_TorchMixin, TEM):
         memory_bytes: int = 64 << 20,
     ) -> None:
         super().__init__(
-            embedding, epsilon=epsilon, beta=beta, gamma=gamma, metric=metric, k=k, neighbors=neighbors, cache_dir=cache_dir, memory_bytes=memory_bytes
+            embedding,
+            epsilon=epsilon,
+            beta=beta,
+            gamma=gamma,
+            metric=metric,
+            k=k,
+            neighbors=neighbors,
+            cache_dir=cache_dir,
+            memory_bytes=memory_bytes,
+            storage="table",  # the device holds the sampling tables
         )
         self.device = resolve_device(device)
         self._dev: dict[str, Any] | None = None

@@ -20,10 +20,15 @@ import numpy as np
 from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
-from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods, row_distances
+from ..neighbors.neighborhoods import KnnIds, Neighborhoods, embedding_neighborhoods, row_distances
 from .base import EmbeddingMechanism, Guarantee
 
 __all__ = ["TEM", "theorem3_gamma", "TEM_METRICS"]
+
+#: ``storage="auto"`` keeps distances and per-ε sampling tables in memory up to this many table
+#: entries ((|W|+1)·k; ~40 bytes each while building), and uses the compact ids-only table above.
+_COMPACT_ENTRIES = 8_000_000
+_COMPACT_ROWS = 256  # rows whose distances are recomputed at once by the compact sampler
 
 #: Metrics TEM accepts by name (besides a callable): all true metrics on real vectors.
 TEM_METRICS = ("euclidean", "manhattan", "chebyshev", "angular")
@@ -122,6 +127,16 @@ class TEM(EmbeddingMechanism):
     ``neighbors="radius"`` uses Algorithm 3's pre-computed L_w (b_w = γ, so no rejection ever);
     it is cached per γ and only practical where the neighbourhoods are small (large ε).
 
+    **Large vocabularies** (``storage="compact"``, automatic above 8 million table entries, e.g.
+    |W| > 62,000 at k = 128): the cache keeps only the neighbour ids (int32, memory-mapped) and
+    b_w, 4 bytes an entry instead of the 12 of ids plus distances and the 16 more of in-memory
+    sampling tables; the build is resumable (see
+    :func:`deniable.neighbors.neighborhoods.build_knn_ids`). For each batch the sampler
+    recomputes the exact distances of the rows its tokens use and then runs the same rejection
+    rounds, so the output distribution is the same P[y] ∝ u_y; only the order in which random
+    numbers are drawn differs, so a seed gives other (equally distributed) outputs than the
+    table sampler.
+
     Parameters
     ----------
     embedding
@@ -145,6 +160,9 @@ class TEM(EmbeddingMechanism):
         ``~/.cache/deniable``); ``False`` keeps it in memory only.
     memory_bytes
         Working-set bound of the pre-processing.
+    storage
+        ``"auto"`` (default), ``"table"`` (distances and sampling tables in memory: fastest
+        sampling, (|W|+1)·k·~28 bytes) or ``"compact"`` (ids only, memory-mapped; ``knn`` only).
 
     References
     ----------
@@ -167,6 +185,7 @@ class TEM(EmbeddingMechanism):
         neighbors: str = "knn",
         cache_dir: str | os.PathLike[str] | bool | None = None,
         memory_bytes: int = 64 << 20,
+        storage: str = "auto",
     ) -> None:
         super().__init__(embedding, epsilon=epsilon)
         self.beta = check_unit_interval("beta", beta, open_low=True, open_high=True)
@@ -197,8 +216,16 @@ class TEM(EmbeddingMechanism):
             raise TypeError(f"cache_dir must be a path, None or False, got {type(cache_dir).__name__}")
         self.cache_dir = cache_dir
         self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+        if storage not in ("auto", "table", "compact"):
+            raise ValueError(f"storage must be 'auto', 'table' or 'compact', got {storage!r}")
+        if storage == "compact" and neighbors != "knn":
+            raise ValueError("storage='compact' needs neighbors='knn' (radius tables are stored in full)")
+        self._storage_given = storage != "auto"
+        if storage == "auto":
+            storage = "compact" if neighbors == "knn" and (self.n_words + 1) * self.k > _COMPACT_ENTRIES else "table"
+        self.storage = storage
         self.cache_file: Path | None = None
-        self._nb: Neighborhoods | None = None
+        self._nb: Neighborhoods | KnnIds | None = None
         self._tables: _Tables | None = None
         self._pts = _PointsWithUnk(self.embedding.vectors, self.embedding.mean)
 
@@ -247,11 +274,14 @@ class TEM(EmbeddingMechanism):
             p["k"] = self.k
         else:
             p["neighbors"] = "radius"
+        if self._storage_given:
+            p["storage"] = self.storage
         return p
 
     # -- pre-processing --------------------------------------------------------------------
-    def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
-        """Load or build (and cache) the neighbourhood table; sampling calls this on first use."""
+    def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods | KnnIds:
+        """Load or build (and cache) the neighbourhood table; sampling calls this on first use.
+        A :class:`~deniable.neighbors.neighborhoods.KnnIds` with ``storage="compact"``."""
         if self._nb is None or rebuild:
             kw: dict[str, Any] = {"k": self.k} if self.neighbors == "knn" else {"gamma": self.gamma}
             self._nb, self.cache_file = embedding_neighborhoods(
@@ -262,6 +292,7 @@ class TEM(EmbeddingMechanism):
                 memory_bytes=self.memory_bytes,
                 progress=progress,
                 rebuild=rebuild,
+                compact=self.storage == "compact",
                 **kw,
             )
             self._tables = None
@@ -271,6 +302,8 @@ class TEM(EmbeddingMechanism):
         """How this ε samples on this vocabulary (builds the tables if needed):
         ``lookup_fraction``, the share of words whose draws never compute a distance (b_w ≥ γ);
         ``mean_listed``, the mean number of stored neighbours within γ; ``table_entries``."""
+        if self.storage == "compact":
+            return self._compact_summary()
         T = self._get_tables()
         n = self.n_words
         return {
@@ -281,7 +314,10 @@ class TEM(EmbeddingMechanism):
 
     def _get_tables(self) -> _Tables:
         if self._tables is None:
-            self._tables = self._build_tables(self.precompute())
+            nb = self.precompute()
+            if not isinstance(nb, Neighborhoods):
+                raise RuntimeError("in-memory sampling tables need storage='table'")
+            self._tables = self._build_tables(nb)
         return self._tables
 
     def _build_tables(self, nb: Neighborhoods) -> _Tables:
@@ -330,6 +366,8 @@ class TEM(EmbeddingMechanism):
 
     # -- sampling --------------------------------------------------------------------------
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.storage == "compact":
+            return self._sample_ids_compact(ids, rng)
         T = self._get_tables()
         a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
         rows = np.where(ids == UNK_ID, V, ids)
@@ -370,3 +408,85 @@ class TEM(EmbeddingMechanism):
             out[tok[accept]] = y[accept]
             pending = tok[~accept]
         return out
+
+    # -- compact storage: exact distances of the rows in use, recomputed per batch ------------
+    def _row_weights(self, nb: KnnIds, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For table rows ``rows``: (neighbour ids, cumulative excess weights, S_r, |W|·g_r, complete,
+        env) — what :meth:`_build_tables` stores, with each row's exact distances recomputed."""
+        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
+        nid = np.asarray(nb.ids[rows])  # (R, k) from the memory map
+        R, K = nid.shape
+        d = row_distances(self._pts, self.embedding.vectors, np.repeat(rows, K), nid.reshape(-1), self.metric).reshape(R, K)
+        b = nb.bound[rows]
+        env = np.minimum(b, g)
+        complete = b >= g
+        listed = d <= g
+        shift = a * np.minimum(np.where(listed, d, np.inf).min(axis=1), env)  # weights relative to the row's largest
+        w = np.where(listed, np.exp(shift[:, None] - a * d) * -np.expm1(-a * np.maximum(env[:, None] - d, 0.0)), 0.0)
+        cum = np.cumsum(w, axis=1)
+        return nid, cum, cum[:, -1].copy(), V * np.exp(shift - a * env), complete, env
+
+    def _sample_ids_compact(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        nb = self.precompute()
+        assert isinstance(nb, KnnIds)
+        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
+        rows = np.where(ids == UNK_ID, V, ids)
+        uniq, inv = np.unique(rows, return_inverse=True)
+        U, K = uniq.size, nb.k
+        nid = np.empty((U, K), dtype=np.int32)
+        cum = np.empty((U, K))
+        list_mass, unif_mass, env = np.empty(U), np.empty(U), np.empty(U)
+        complete = np.empty(U, dtype=bool)
+        for c0 in range(0, U, _COMPACT_ROWS):
+            sl = slice(c0, c0 + _COMPACT_ROWS)
+            nid[sl], cum[sl], list_mass[sl], unif_mass[sl], complete[sl], env[sl] = self._row_weights(nb, uniq[sl])
+        out = np.empty(ids.shape[0], dtype=np.int64)
+        pending = np.arange(ids.shape[0])
+        while pending.size:
+            u = inv[pending]
+            S = list_mass[u]
+            x = rng.random(u.size) * (S + unif_mass[u])
+            from_list = x < S
+            if from_list.any():  # inverse CDF within the row: the first entry whose cumulative weight exceeds x
+                ul, xl = u[from_list], x[from_list]
+                lo = np.zeros(ul.size, dtype=np.int64)
+                hi = np.full(ul.size, K - 1, dtype=np.int64)
+                for _ in range(max(1, K.bit_length())):  # vectorized binary search, O(tokens) memory
+                    mid = (lo + hi) >> 1
+                    right = cum[ul, mid] <= xl
+                    lo = np.where(right, mid + 1, lo)
+                    hi = np.where(right, hi, mid)
+                out[pending[from_list]] = nid[ul, lo]
+            rest = ~from_list
+            if not rest.any():
+                break
+            tok = pending[rest]
+            ur = u[rest]
+            y = rng.integers(0, V, size=ur.size)
+            accept = complete[ur].copy()
+            check = np.flatnonzero(~accept)
+            if check.size:
+                uc = ur[check]
+                d = row_distances(self._pts, self.embedding.vectors, uniq[uc], y[check], self.metric)
+                log_ratio = np.minimum(-a * (np.minimum(d, g) - env[uc]), 0.0)
+                accept[check] = rng.random(check.size) < np.exp(log_ratio)
+            out[tok[accept]] = y[accept]
+            pending = tok[~accept]
+        return out
+
+    def _compact_summary(self, n_rows: int = 4096) -> dict[str, float]:
+        nb = self.precompute()
+        assert isinstance(nb, KnnIds)
+        n = self.n_words
+        rows = np.arange(n) if n <= n_rows else np.sort(np.random.default_rng(0).choice(n, n_rows, replace=False))
+        listed = 0.0
+        for c0 in range(0, rows.size, _COMPACT_ROWS):
+            r = rows[c0 : c0 + _COMPACT_ROWS]
+            nid = np.asarray(nb.ids[r])
+            d = row_distances(self._pts, self.embedding.vectors, np.repeat(r, nid.shape[1]), nid.reshape(-1), self.metric)
+            listed += float((d <= self.gamma).sum())
+        return {
+            "lookup_fraction": float((nb.bound[:n] >= self.gamma).mean()),
+            "mean_listed": listed / rows.size,  # over all words, or a fixed sample of 4,096
+            "table_entries": float(nb.nnz),
+        }

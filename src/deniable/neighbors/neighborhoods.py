@@ -26,10 +26,13 @@ stored key does not match is ignored and rebuilt. Callable metrics are never cac
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
+import shutil
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +49,9 @@ from ..metrics import METRICS, _paired_builtin, get_metric, metric_name, paired_
 __all__ = [
     "FORMAT_VERSION",
     "Neighborhoods",
+    "KnnIds",
     "knn_neighborhoods",
+    "build_knn_ids",
     "radius_neighborhoods",
     "embedding_neighborhoods",
     "row_distances",
@@ -526,15 +531,209 @@ def radius_neighborhoods(
     )
 
 
+# -- compact, resumable k-nearest lists ------------------------------------------------------
+
+#: Version of the compact k-nearest directory layout (``KnnIds``).
+KNN_IDS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class KnnIds:
+    """Compact k-nearest table: row ``i`` is ``ids[i]`` (int32, the ``k`` nearest words sorted by
+    exact distance, then id) and ``bound[i]`` (every word not in the row is at distance
+    ≥ ``bound[i]``; ``inf``: none left). No distances are stored — a sampler recomputes the exact
+    float64 distances of the rows it uses — so the table is 4 bytes per entry instead of 12, and
+    loaded from disk it is memory-mapped (pages read on use, shared between processes).
+
+    Built by :func:`build_knn_ids`, which is resumable: a killed build continues from its last
+    completed block of rows.
+    """
+
+    ids: np.ndarray
+    bound: np.ndarray
+    param: float
+    metric: str
+    n_vocab: int
+    fingerprint: str = ""
+
+    kind = "knn"
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.ids.shape[1])
+
+    @property
+    def nnz(self) -> int:
+        return int(self.ids.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ids.nbytes + self.bound.nbytes)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> KnnIds:
+        """Open a table written by :func:`build_knn_ids` (``ids`` memory-mapped read-only);
+        ``ValueError`` when the folder is incomplete or inconsistent."""
+        directory = Path(directory)
+        meta = _read_meta(directory)
+        if meta is None or not meta.get("complete"):
+            raise ValueError(f"{directory}: not a complete deniable k-nearest table of version {KNN_IDS_VERSION}")
+        ids = np.load(directory / "ids.npy", mmap_mode="r", allow_pickle=False)
+        bound = np.load(directory / "bound.npy", allow_pickle=False)
+        n, k, V = int(meta["n_rows"]), int(meta["k"]), int(meta["n_vocab"])
+        if ids.shape != (n, k) or ids.dtype != np.int32 or bound.shape != (n,) or bound.dtype != np.float64:
+            raise ValueError(f"{directory}: arrays do not match the table's metadata (corrupt cache?)")
+        step = 1 << 20
+        for s in range(0, n, max(1, step // max(1, k))):  # ids in range, a chunk at a time
+            blk = ids[s : s + max(1, step // max(1, k))]
+            if blk.size and (int(blk.min()) < 0 or int(blk.max()) >= V):
+                raise ValueError(f"{directory}: word ids out of range (corrupt cache?)")
+        return cls(ids=ids, bound=bound, param=float(meta["param"]), metric=str(meta["metric"]), n_vocab=V, fingerprint=str(meta["fingerprint"]))
+
+
+def _read_meta(directory: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("format") != "deniable-knn-ids" or meta.get("version") != KNN_IDS_VERSION:
+        return None
+    return meta
+
+
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    with atomic_binary(path) as f:
+        f.write(json.dumps(obj, sort_keys=True).encode("utf-8"))
+
+
+def build_knn_ids(
+    queries: Any,
+    vectors: np.ndarray,
+    k: int,
+    metric: str | Callable[..., np.ndarray] = "euclidean",
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    memory_bytes: int = _DEFAULT_MEMORY,
+    progress: bool | None = False,
+    fingerprint: str = "",
+    rebuild: bool = False,
+    checkpoint_seconds: float = 2.0,
+) -> KnnIds:
+    """The ``k`` nearest rows of ``vectors`` for every row of ``queries``, as a compact
+    :class:`KnnIds` (ids and bounds; the same rows and bounds as :func:`knn_neighborhoods`).
+
+    With ``directory`` the table is written there, resumably: rows go into memory-mapped
+    ``.npy`` files in ``<directory>.partial/``, and after a block of rows is flushed to disk
+    (at most every ``checkpoint_seconds``) the count of finished rows is recorded atomically. A
+    build that is killed — any signal, power loss after the flush — continues from that count
+    when called again with the same inputs (same row count, k, vocabulary size, metric and
+    ``fingerprint``; anything else starts over). The finished folder is renamed to
+    ``directory`` in one step, so ``directory`` only ever holds a complete table.
+    ``rebuild=True`` discards a partial build and an existing table.
+    """
+    k = check_int("k", k, minimum=1)
+    memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+    if not isinstance(queries, _StackedRows):
+        queries = np.atleast_2d(queries)
+    n, V = queries.shape[0], vectors.shape[0]
+    kk = min(k, V)
+    kernel = _knn_kernel(queries, vectors, kk, metric, memory_bytes)
+    meta = {
+        "format": "deniable-knn-ids",
+        "version": KNN_IDS_VERSION,
+        "n_rows": n,
+        "k": kk,
+        "param": float(k),
+        "n_vocab": V,
+        "metric": metric_name(metric),
+        "fingerprint": fingerprint,
+    }
+    done = 0
+    partial: Path | None = None
+    if directory is None:
+        ids = np.empty((n, kk), dtype=np.int32)
+        bound = np.empty(n, dtype=np.float64)
+    else:
+        directory = Path(directory)
+        partial = directory.with_name(directory.name + ".partial")
+        old = _read_meta(partial) if partial.is_dir() and not rebuild else None
+        same = old is not None and all(old.get(key) == meta[key] for key in ("n_rows", "k", "n_vocab", "metric", "fingerprint"))
+        ids = bound = None  # type: ignore[assignment]
+        if same:
+            try:
+                done = int((partial / "done").read_text(encoding="ascii"))
+                ids = np.load(partial / "ids.npy", mmap_mode="r+", allow_pickle=False)
+                bound = np.load(partial / "bound.npy", mmap_mode="r+", allow_pickle=False)
+                if ids.shape != (n, kk) or bound.shape != (n,) or not 0 <= done <= n:
+                    raise ValueError("shape")
+            except (OSError, ValueError):
+                done, ids, bound = 0, None, None
+        if ids is None:
+            if partial.exists():
+                shutil.rmtree(partial)
+            partial.mkdir(parents=True)
+            ids = np.lib.format.open_memmap(partial / "ids.npy", mode="w+", dtype=np.int32, shape=(n, kk))
+            bound = np.lib.format.open_memmap(partial / "bound.npy", mode="w+", dtype=np.float64, shape=(n,))
+            _write_json(partial / "meta.json", meta)
+            (partial / "done").write_text("0", encoding="ascii")
+        elif done:
+            logging.getLogger("deniable").info("resuming the k-nearest table in %s at row %d of %d", partial, done, n)
+            if progress is not False:
+                print(f"note: resuming the k-nearest table in {partial} at row {done} of {n}", file=sys.stderr, flush=True)
+
+    def checkpoint(rows: int) -> None:
+        assert partial is not None
+        ids.flush()  # type: ignore[union-attr]
+        bound.flush()  # type: ignore[union-attr]
+        with atomic_binary(partial / "done") as f:
+            f.write(str(rows).encode("ascii"))
+
+    bar = _progress(n, progress, f"{kk}-nearest neighbours ({metric_name(metric)})")
+    if bar is not None and done:
+        bar.update(done)
+    last = time.monotonic()
+    try:
+        for s in range(done, n, kernel.step):
+            e = min(n, s + kernel.step)
+            bi, _, bb = kernel.block(queries[s:e])
+            ids[s:e] = bi
+            bound[s:e] = bb
+            if partial is not None and (e == n or time.monotonic() - last >= checkpoint_seconds):
+                checkpoint(e)
+                last = time.monotonic()
+            if bar is not None:
+                bar.update(e - s)
+    finally:
+        if bar is not None:
+            bar.close()
+    if directory is None:
+        return KnnIds(ids=ids, bound=bound, param=float(k), metric=metric_name(metric), n_vocab=V, fingerprint=fingerprint)
+    assert partial is not None
+    del ids, bound  # close the writable maps before the rename
+    _write_json(partial / "meta.json", {**meta, "complete": True})
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(partial, directory)
+    return KnnIds.load(directory)
+
+
 # -- cache -----------------------------------------------------------------------------------
 
 
-def _announce_build(kind: str, param: float, n_words: int, metric: Any, path: Path | None, cache_dir: Any, progress: bool | None) -> None:
+def _announce_build(
+    kind: str, param: float, n_words: int, metric: Any, path: Path | None, cache_dir: Any, progress: bool | None, resumable: bool = False
+) -> None:
     """Say that a one-time table is being built and where it goes: one line on stderr unless
     ``progress`` is False (the library default), and always to the ``deniable`` logger."""
     what = f"{int(param)}-nearest" if kind == "knn" else f"radius {param:.4g}"
     where = f"cached at {path}; later runs load it" if path is not None else ("not cached: cache_dir=False" if cache_dir is False else "not cached: callable metric")
     msg = f"building TEM's {what} neighbourhood table for {n_words} words ({metric_name(metric)}), once: {where}"
+    if resumable and path is not None:
+        msg += " (an interrupted build resumes where it stopped)"
     logging.getLogger("deniable").info(msg)
     if progress is not False:
         print(f"note: {msg}", file=sys.stderr, flush=True)
@@ -568,9 +767,14 @@ def embedding_neighborhoods(
     max_entries: int = 50_000_000,
     progress: bool | None = False,
     rebuild: bool = False,
-) -> tuple[Neighborhoods, Path | None]:
+    compact: bool = False,
+) -> tuple[Any, Path | None]:
     """Neighbourhoods of every vocabulary word and of UNK (the last row: the vocabulary mean),
     loaded from the disk cache or built (and then cached).
+
+    With ``compact=True`` (``kind="knn"`` only) the table is a :class:`KnnIds` — ids and bounds
+    only, memory-mapped from a cache folder, built resumably (see :func:`build_knn_ids`) — for
+    vocabularies whose full table would not fit in memory.
 
     Parameters
     ----------
@@ -604,6 +808,12 @@ def embedding_neighborhoods(
         get_metric(metric)  # raises ValueError naming the metric
     fp = embedding.fingerprint
     path: Path | None = None
+    if compact:
+        if kind != "knn":
+            raise ValueError("compact=True needs kind='knn' (radius tables are stored in full)")
+        return _compact_knn(embedding, int(param), metric, cache_dir, memory_bytes, progress, rebuild), _compact_path(
+            embedding, int(param), metric, cache_dir
+        )
     if cache_dir is not False and not callable(metric):
         path = cache_path(kind, fp, metric, param, None if cache_dir in (None, True) else cache_dir)  # type: ignore[arg-type]
         if path.exists() and not rebuild:
@@ -638,3 +848,37 @@ def embedding_neighborhoods(
             path = None
     return nb, path
 
+
+
+def _compact_path(embedding: Any, k: int, metric: Any, cache_dir: Any) -> Path | None:
+    if cache_dir is False or callable(metric):
+        return None
+    folder = cache_directory(None if cache_dir in (None, True) else cache_dir)
+    return folder / f"tem-knnids-{embedding.fingerprint}-{metric}-k{k}-v{KNN_IDS_VERSION}"
+
+
+def _compact_knn(embedding: Any, k: int, metric: Any, cache_dir: Any, memory_bytes: int, progress: bool | None, rebuild: bool) -> KnnIds:
+    path = _compact_path(embedding, k, metric, cache_dir)
+    V = len(embedding)
+    if path is not None and path.is_dir() and not rebuild:
+        try:
+            t = KnnIds.load(path)
+            if (t.param, t.metric, t.n_vocab, t.fingerprint, t.n_rows) == (float(k), metric, V, embedding.fingerprint, V + 1):
+                return t
+            warnings.warn(f"{path}: cache key does not match its content; rebuilding it", DeniableWarning, stacklevel=3)
+        except (OSError, ValueError, KeyError) as exc:
+            warnings.warn(f"{path}: unreadable cache folder ({exc}); rebuilding it", DeniableWarning, stacklevel=3)
+        rebuild = True
+    _announce_build("knn", float(k), V, metric, path, cache_dir, progress, resumable=True)
+    queries: Any = _StackedRows(embedding.vectors, embedding.mean[None, :])
+    return build_knn_ids(
+        queries,
+        embedding.vectors,
+        k,
+        metric,
+        directory=path,
+        memory_bytes=memory_bytes,
+        progress=progress,
+        fingerprint=embedding.fingerprint,
+        rebuild=rebuild,
+    )

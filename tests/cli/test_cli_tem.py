@@ -41,6 +41,35 @@ def test_precompute_builds_cache_used_by_tem(emb_file, tmp_path) -> None:
     assert res2.exit_code == 0 and len(list(cache.iterdir())) == 1
 
 
+def test_precompute_compact_table_resumes_and_is_used(emb_file, tmp_path) -> None:
+    """storage=compact: a folder cache that TEM then uses; a second run after an interrupted
+    build says it resumes."""
+    cache = tmp_path / "cache"
+    res = run("precompute", "tem", "-e", "3", "--param", "k=8", "--param", "storage=compact", "--embedding", str(emb_file),
+              "--cache-dir", str(cache), "--progress")
+    assert res.exit_code == 0, res.output
+    (folder,) = cache.iterdir()
+    assert folder.is_dir() and folder.name.startswith("tem-knnids-") and str(folder) in res.output
+    assert "81 rows (vocabulary + UNK), 648 entries" in res.output and "resumes where it stopped" in res.output
+    mech = TEM(load_embedding(emb_file), epsilon=3.0, k=8, cache_dir=cache, storage="compact")
+    mech.precompute()
+    assert mech.cache_file == folder
+    # a partial build left behind (as by a killed run) is continued, not restarted
+    partial = folder.with_name(folder.name + ".partial")
+    folder.rename(partial)
+    import json
+
+    meta = json.loads((partial / "meta.json").read_text())
+    meta.pop("complete")
+    (partial / "meta.json").write_text(json.dumps(meta))
+    (partial / "done").write_text("40")
+    res = run("precompute", "tem", "-e", "3", "--param", "k=8", "--param", "storage=compact", "--embedding", str(emb_file),
+              "--cache-dir", str(cache), "--progress")
+    assert res.exit_code == 0, res.output
+    assert "resuming the k-nearest table" in res.output and "at row 40 of 81" in res.output
+    assert folder.is_dir() and not partial.exists()
+
+
 def test_precompute_metric_env_dir_and_radius(emb_file, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "env"))
     res = run("precompute", "tem", "-e", "20", "--metric", "angular", "--param", "neighbors=radius", "--embedding", str(emb_file))

@@ -10,7 +10,7 @@ import click
 from ..errors import DataError
 from ._options import parse_params, positive_epsilon
 
-_TEM_PARAMS = ("beta", "gamma", "k", "neighbors", "metric", "memory_bytes")
+_TEM_PARAMS = ("beta", "gamma", "k", "neighbors", "metric", "memory_bytes", "storage")
 
 
 @click.group()
@@ -25,7 +25,7 @@ def precompute() -> None:
     "params",
     multiple=True,
     metavar="KEY=VALUE",
-    help="TEM parameter (repeatable): beta=0.001, gamma=..., k=128, neighbors=knn|radius.",
+    help="TEM parameter (repeatable): beta=0.001, gamma=..., k=128, neighbors=knn|radius, storage=auto|table|compact.",
 )
 @click.option(
     "--metric",
@@ -57,6 +57,9 @@ def tem(
 
     The k-nearest lists (the default) do not depend on epsilon; epsilon and beta set gamma,
     which the summary uses to report how many words are table lookups at this epsilon.
+    Above 8 million table entries (e.g. 62,000 words at k=128) the table is the compact one
+    (neighbour ids only, memory-mapped), and its build is resumable: run the same command again
+    after an interruption and it continues from its last checkpoint.
     """
     from ..embeddings import load_embedding
     from ..mechanisms.tem import TEM
@@ -85,7 +88,12 @@ def tem(
     summary = mech.sampler_summary()
     n = mech.n_words
     where = str(mech.cache_file) if mech.cache_file is not None else "(not cached)"
-    size = mech.cache_file.stat().st_size if mech.cache_file is not None else nb.nbytes
+    if mech.cache_file is None:
+        size = nb.nbytes
+    elif mech.cache_file.is_dir():  # the compact table: a folder of .npy files
+        size = sum(f.stat().st_size for f in mech.cache_file.iterdir())
+    else:
+        size = mech.cache_file.stat().st_size
     click.echo(f"cache: {where}")
     click.echo(f"table: {nb.kind}, {nb.n_rows} rows (vocabulary + UNK), {nb.nnz} entries, {size / 2**20:.1f} MiB, {elapsed:.1f} s")
     click.echo(f"TEM: epsilon={epsilon:g}, gamma={mech.gamma:.6g}, metric={nb.metric}, |W|={n}")

@@ -1,17 +1,20 @@
 """The truncated Gumbel mechanism: Gumbel-max selection over a word's k nearest words and ⊥.
 
-Reference: the "Truncated Gumbel" mechanism attributed to Carvalho, Vasiloudis, Feyisetan (2021)
-in the word-level metric-DP benchmark of Meisenbacher et al. (LREC-COLING 2024) and its
-``mldp-text`` package. Its construction follows the truncated Gumbel-max selection of Durfee &
-Rogers (NeurIPS 2019, "Practical differentially private top-k selection with pay-what-you-get
-composition") as adapted to metric DP by the same authors' TEM paper (Algorithm 2,
-``tem_truncated_exponential_mechanism.txt``): Gumbel noise on the scores of a truncated
-candidate list plus one element ⊥ standing for every other word.
+Name and attribution: the word-level metric-DP benchmark of Meisenbacher et al. (LREC-COLING
+2024) and its ``mldp-text`` package list a "TruncatedGumbel" mechanism by Carvalho, Vasiloudis,
+Feyisetan (2021); the package README (github.com/sjmeis/MLDP) links it to a FLAIRS 2021 paper,
+journals.flvc.org/FLAIRS/article/view/128463. That paper's text could not be found (searched for
+issue 13: title/author/venue/URL phrasings in the pages, docs, code and issues corpora — only the
+README link came back), and the same authors' TEM paper (``tem_truncated_exponential_mechanism.txt``)
+has no mechanism of that name: "Gumbel" occurs there only as TEM's Gumbel-max implementation
+(Algorithm 2 step 4, Appendix B Algorithm 3).
 
-Source note: we could not obtain the paper's text. We implement the construction above with the
-truncation at the k-th nearest distance (Durfee & Rogers' top-k̄ truncation) and prove its
-guarantee ourselves (below); we do not know whether the paper scores ⊥ exactly this way, and we
-make no claim about the paper's own theorem.
+So this module is **not** a reconstruction of the FLAIRS paper, and no claim is made about that
+paper's mechanism or theorem (we do not know whether it is a selection like this one or noise on
+the embedding vector). It is our own construction under the issue's name: the truncated
+Gumbel-max selection of Durfee & Rogers (NeurIPS 2019, top-k̄ selection with ⊥) in the form the
+TEM paper uses for metric DP (Algorithm 2, Appendix A.1), truncated at the input's k-th nearest
+distance. Its guarantee is proved below for this implementation.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ class TruncatedGumbel(EmbeddingMechanism):
     References
     ----------
     Durfee & Rogers 2019 (truncated Gumbel-max top-k̄ selection); TEM paper, Algorithm 2 and
-    Appendix A.1 (Gumbel-max form of the truncated exponential mechanism).
+    Appendix A.1 (Gumbel-max form of the truncated exponential mechanism). Not a reconstruction of
+    Carvalho et al., FLAIRS 2021 (see the module note).
     """
 
     name = "truncated_gumbel"

@@ -5,9 +5,15 @@ Generation", PrivateNLP @ NAACL 2021 (arXiv:2104.11838) — the Vickrey mechanis
 the multivariate Laplace noise of Madlib (Feyisetan et al. 2020) or the regularized Mahalanobis
 noise of Xu et al. 2020.
 
-Source note: we could read only the paper's abstract; the selection rule below is the published
-one as we know it. The guarantee does not depend on that rule: any choice made from the noisy
-vector alone (with fresh randomness) is post-processing.
+Source note (checked again for issue 13; details in docs/mechanisms/vickrey.md): the paper's
+full text could not be read. The search index holds its ar5iv HTML page but returns only the
+opening (abstract, start of §1), so no section, algorithm or equation number can be cited. The
+abstract confirms the structure implemented here — the noise of the existing mechanisms, then a
+choice between the first and second nearest neighbours of the noisy vector balanced by a tuning
+parameter, "motivated by Vickrey auction" — and says the parameter is chosen by solving a
+constrained optimization empirically. The exact selection probability below is the rule as we
+know it, unchecked against the paper. The guarantee does not depend on that rule: any choice made
+from the noisy vector alone (with fresh randomness) is post-processing.
 """
 
 from __future__ import annotations
@@ -73,8 +79,9 @@ class Vickrey(Mahalanobis):
 
     References
     ----------
-    Xu et al. 2021 (Vickrey mechanism); Feyisetan et al. 2020, Algorithm 1 and Theorem 1;
-    Xu et al. 2020, Algorithm 2 and Theorem 1.
+    Xu, Aggarwal, Feyisetan, Teissier 2021 (Vickrey mechanism; full text not available to us, see
+    the module note); Feyisetan et al. 2020, Algorithm 1 and Theorem 1; Xu et al. 2020, Algorithm 2
+    and Theorem 1.
     """
 
     name = "vickrey"

@@ -20,7 +20,7 @@ from .._rng import RNGLike, as_generator
 from ..text.privatize import privatize_texts
 from .inversion import inversion_attack
 from .membership import membership_scores_result
-from .utility import TextClassifier, _check_labels, _check_texts, classification_scores, words_changed
+from .utility import TextClassifier, _check_labels, _check_texts, classification_scores, tokenize_texts, words_changed
 
 __all__ = ["ATTACKS", "evaluate_mechanism", "privatize_recording"]
 
@@ -101,21 +101,32 @@ def evaluate_mechanism(
     clf = classifier if classifier is not None else TextClassifier(tol=1e-6)
     t0 = time.time()
     rec: dict[str, Any] = {}
+    # every text set is tokenized once and every feature matrix built once: the fit, the two
+    # accuracies, words changed and the membership attack all reuse them
+    tr_clean, te_clean = tokenize_texts(train_texts), tokenize_texts(test_texts)
     if mechanism is None:
-        clf.fit(train_texts, ytr)
-        acc, f1 = classification_scores(yte, clf.predict(test_texts))
+        tr_fit, te_priv = tr_clean, te_clean
+        Xtr_fit = clf.features.fit_transform(tr_fit)
+        clf.model.fit(Xtr_fit, ytr)
+        Xte_clean = clf.transform(te_clean)
+        acc, f1 = classification_scores(yte, clf.model.predict(Xte_clean))
         rec.update(mechanism="none", epsilon=None, acc_clean=acc, f1_clean=f1, acc_priv=acc, f1_priv=f1, changed_train=0.0, changed_test=0.0)
+        Xtr_clean = Xtr_fit
     else:
         g_tr, g_te, g_att = as_generator(rng).spawn(3)
         ptr, x_tr, y_tr = privatize_recording(mechanism, train_texts, rng=g_tr)
         pte, x_te, y_te = privatize_recording(mechanism, test_texts, rng=g_te)
         rec.update(mechanism=repr(mechanism), epsilon=float(mechanism.epsilon), privatize_s=time.time() - t0, words=int(x_tr.size + x_te.size))
-        c1, n1 = words_changed(train_texts, ptr)
-        c2, n2 = words_changed(test_texts, pte)
         t = time.time()
-        clf.fit(ptr, ytr)
-        acc_c, f1_c = classification_scores(yte, clf.predict(test_texts))
-        acc_p, f1_p = classification_scores(yte, clf.predict(pte))
+        tr_fit, te_priv = tokenize_texts(ptr), tokenize_texts(pte)
+        c1, n1 = words_changed(tr_clean, tr_fit)
+        c2, n2 = words_changed(te_clean, te_priv)
+        Xtr_fit = clf.features.fit_transform(tr_fit)
+        clf.model.fit(Xtr_fit, ytr)
+        Xte_clean = clf.transform(te_clean)
+        acc_c, f1_c = classification_scores(yte, clf.model.predict(Xte_clean))
+        acc_p, f1_p = classification_scores(yte, clf.predict(te_priv))
+        Xtr_clean = None
         rec["fit_s"] = time.time() - t
         rec.update(acc_clean=acc_c, f1_clean=f1_c, acc_priv=acc_p, f1_priv=f1_p, changed_train=c1 / max(n1, 1), changed_test=c2 / max(n2, 1))
         if "inversion" in attacks:
@@ -136,11 +147,13 @@ def evaluate_mechanism(
             rec["sample"] = pte[:samples]
     if "membership" in attacks:
         t = time.time()
-        mia = membership_scores_result(clf, train_texts, ytr, test_texts, yte, mechanism=mechanism)
+        if Xtr_clean is None:
+            Xtr_clean = clf.transform(tr_clean)
+        mia = membership_scores_result(clf, tr_clean, ytr, te_clean, yte, mechanism=mechanism, features=(Xtr_clean, Xte_clean))
         rec["mia"] = {key: v for key, v in mia.as_dict().items() if key != "mechanism"}
         if audit_classifier is not None:
-            audit_classifier.fit(train_texts if mechanism is None else ptr, ytr)
-            mia = membership_scores_result(audit_classifier, train_texts, ytr, test_texts, yte, mechanism=mechanism)
+            audit_classifier.fit(tr_fit, ytr)
+            mia = membership_scores_result(audit_classifier, tr_clean, ytr, te_clean, yte, mechanism=mechanism)
             rec["mia_audit"] = {key: v for key, v in mia.as_dict().items() if key != "mechanism"}
         rec["mia_s"] = time.time() - t
     rec["n_train"], rec["n_test"] = len(train_texts), len(test_texts)

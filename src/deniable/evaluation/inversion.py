@@ -343,6 +343,8 @@ def inversion_attack(
     rare_word = (counts > 0) & (counts <= rare_max_count)
     top_prior = np.argsort(-p, kind="stable")[:k]
 
+    out_words, which = np.unique(y, return_inverse=True)
+    which = which.ravel()
     if method == "auto":
         method = "exact" if has_exact_probabilities(mechanism) else "sample"
     expected = (None, None, None, None)
@@ -351,7 +353,7 @@ def inversion_attack(
         if not has_exact_probabilities(mechanism):
             raise ValueError(f"{type(mechanism).__name__} has no closed-form probabilities for this vocabulary; use method='sample'")
         table, expected = _exact_guesses(mechanism, log_p, q, rare_word, k, block_size)
-        G = _fill_guesses(table[y], y, top_prior, k)
+        G = _fill_guesses(table[out_words], out_words, top_prior, k)
     else:
         if simulations is not None:
             xs = mechanism._as_ids(np.asarray(simulations[0]).ravel())
@@ -367,15 +369,16 @@ def inversion_attack(
             ys = mechanism.sample_ids(xs, rng=gen_sim)
         n_sim = int(xs.size)
         uy, table = _sampled_guesses(xs, ys, p, k)
-        pos = np.minimum(np.searchsorted(uy, y), max(uy.size - 1, 0))
-        G = np.full((y.size, k), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(uy, out_words), max(uy.size - 1, 0))
+        G = np.full((out_words.size, k), -1, dtype=np.int64)
         if uy.size:
-            found = uy[pos] == y
+            found = uy[pos] == out_words
             G[found] = table[pos[found]]
-        G = _fill_guesses(G, y, top_prior, k)
+        G = _fill_guesses(G, out_words, top_prior, k)
 
-    hit1 = G[:, 0] == x
-    hitk = (x[:, None] == G).any(axis=1)
+    # G: the guesses for each distinct output word (they depend on the output word only)
+    hit1 = G[which, 0] == x
+    hitk = (x[:, None] == G[which]).any(axis=1)
     r = rare_word[x]
     n, nr = int(x.size), int(r.sum())
     rate = lambda h, m: float(h.sum()) / m if m else math.nan  # noqa: E731

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.stats
 
 from .._rng import RNGLike, as_generator, spawn
-from .utility import TextClassifier, _check_labels, _check_texts, privatize_dataset
+from .utility import TextClassifier, TokenizedTexts, _check_labels, _check_texts, privatize_dataset
 
 __all__ = ["MembershipResult", "auc_interval", "example_losses", "membership_inference", "membership_scores_result"]
 
@@ -54,20 +54,35 @@ def auc_interval(member_scores: Any, nonmember_scores: Any, confidence: float = 
     return float(auc), (max(0.0, auc - z * se), min(1.0, auc + z * se)), se
 
 
-def example_losses(classifier: TextClassifier, texts: Sequence[str], labels: Any) -> np.ndarray:
-    """Cross-entropy −log p(label | text) of a fitted :class:`TextClassifier`, per text (labels
-    unseen in training get +inf)."""
-    texts = _check_texts("texts", texts)
-    y = _check_labels("labels", labels, len(texts), "texts")
-    P = classifier.model.predict_proba(classifier.features.transform(texts))
-    classes = classifier.model.classes_
+def _scores(classifier: TextClassifier, texts: Any, labels: Any, X: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(labels, per-text cross-entropy, predicted labels) from one sparse product of the
+    features (``X``, precomputed, or the features of ``texts``) with the weights."""
+    n = texts.n_texts if isinstance(texts, TokenizedTexts) else len(_check_texts("texts", texts))
+    y = _check_labels("labels", labels, n, "texts")
+    if X is None:
+        X = classifier.transform(texts)
+    elif X.shape[0] != n:
+        raise ValueError(f"features have {X.shape[0]} rows but there are {n} texts")
+    model = classifier.model
+    Z = model.decision_function(X)
+    pred = model.classes_[np.argmax(Z, axis=1)]  # = model.predict(X)
+    Z -= Z.max(axis=1, keepdims=True)  # = model.predict_proba(X)
+    E = np.exp(Z)
+    P = E / E.sum(axis=1, keepdims=True)
+    classes = model.classes_
     pos = np.searchsorted(classes, y)
     pos = np.minimum(pos, len(classes) - 1)
     known = classes[pos] == y
-    out = np.full(len(texts), np.inf)
+    out = np.full(n, np.inf)
     with np.errstate(divide="ignore"):
         out[known] = -np.log(np.maximum(P[np.flatnonzero(known), pos[known]], 1e-300))
-    return out
+    return y, out, pred
+
+
+def example_losses(classifier: TextClassifier, texts: Sequence[str] | TokenizedTexts, labels: Any) -> np.ndarray:
+    """Cross-entropy −log p(label | text) of a fitted :class:`TextClassifier`, per text (labels
+    unseen in training get +inf). ``texts`` may be :class:`~deniable.evaluation.utility.TokenizedTexts`."""
+    return _scores(classifier, texts, labels)[1]
 
 
 @dataclass(frozen=True)
@@ -118,22 +133,30 @@ def _advantage(a: np.ndarray, b: np.ndarray) -> float:
 
 def membership_scores_result(
     classifier: TextClassifier,
-    member_texts: Sequence[str],
+    member_texts: Sequence[str] | TokenizedTexts,
     member_labels: Any,
-    nonmember_texts: Sequence[str],
+    nonmember_texts: Sequence[str] | TokenizedTexts,
     nonmember_labels: Any,
     *,
     mechanism: Any = None,
     confidence: float = 0.95,
+    features: tuple[Any, Any] | None = None,
 ) -> MembershipResult:
-    """Run the loss-threshold attack against an already fitted classifier."""
-    la = example_losses(classifier, member_texts, member_labels)
-    lb = example_losses(classifier, nonmember_texts, nonmember_labels)
+    """Run the loss-threshold attack against an already fitted classifier.
+
+    Each record set costs one sparse product of its features with the weights (losses and
+    accuracies come from the same scores). ``features``: the members' and non-members'
+    ``classifier.transform`` matrices when already computed (the texts are then only counted);
+    the texts may be :class:`~deniable.evaluation.utility.TokenizedTexts`.
+    """
+    Xa, Xb = features if features is not None else (None, None)
+    ya, la, pa = _scores(classifier, member_texts, member_labels, Xa)
+    yb, lb, pb = _scores(classifier, nonmember_texts, nonmember_labels, Xb)
     cap = np.nanmax(np.concatenate([la[np.isfinite(la)], lb[np.isfinite(lb)], [0.0]])) + 1.0
     sa, sb = -np.minimum(la, cap), -np.minimum(lb, cap)
     auc, ci, se = auc_interval(sa, sb, confidence)
-    acc_a = float(np.mean(classifier.predict(member_texts) == np.asarray(member_labels)))
-    acc_b = float(np.mean(classifier.predict(nonmember_texts) == np.asarray(nonmember_labels)))
+    acc_a = float(np.mean(pa == ya))
+    acc_b = float(np.mean(pb == yb))
     eps = None if mechanism is None else float(getattr(mechanism, "epsilon", math.nan))
     return MembershipResult(
         auc=auc,

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from .._rng import RNGLike, as_generator, spawn
 from .._validation import check_int, check_positive
-from ..text.tokenize import lookup_key, words_of
+from ..text.tokenize import lookup_key, word_pattern, words_of
 
 __all__ = [
     "PRIVATIZE_MODES",
@@ -42,6 +42,8 @@ __all__ = [
     "classification_scores",
     "downstream_accuracy",
     "privatize_dataset",
+    "TokenizedTexts",
+    "tokenize_texts",
     "tokens_of",
     "words_changed",
 ]
@@ -109,10 +111,43 @@ def privatize_dataset(mechanism: Any, texts: Sequence[str], *, rng: RNGLike = No
 def tokens_of(text: str) -> list[str]:
     """The feature tokens of ``text``: :func:`deniable.text.words_of`, each NFC-normalized and
     lower-cased exactly as an uncased vocabulary lookup does (:func:`deniable.text.lookup_key`)."""
+    if text.isascii():
+        # ASCII: lower-casing the whole text changes no separator and NFC is the identity, so
+        # this equals the per-word path (one C call instead of one Python call per word)
+        return word_pattern().findall(text.lower())
     return [lookup_key(w, lower=True) for w in words_of(text)]
 
 
-def words_changed(original: Sequence[str], privatized: Sequence[str]) -> tuple[int, int]:
+@dataclass(frozen=True)
+class TokenizedTexts:
+    """Texts tokenized once (:func:`tokens_of`): all tokens in order and, per text, its token
+    count. The features, :func:`words_changed` and the membership attack all take it, so a
+    text set is tokenized once per evaluation however often it is used."""
+
+    tokens: list[str]
+    lengths: np.ndarray
+
+    @property
+    def n_texts(self) -> int:
+        return int(self.lengths.shape[0])
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The text index of each token."""
+        return np.repeat(np.arange(self.n_texts, dtype=np.int64), self.lengths)
+
+
+def tokenize_texts(texts: Sequence[str] | TokenizedTexts) -> TokenizedTexts:
+    """:class:`TokenizedTexts` of ``texts`` (returned as is when already tokenized)."""
+    if isinstance(texts, TokenizedTexts):
+        return texts
+    texts = _check_texts("texts", texts)
+    per_text = [tokens_of(t) for t in texts]
+    lengths = np.fromiter((len(t) for t in per_text), dtype=np.int64, count=len(per_text))
+    return TokenizedTexts([w for ws in per_text for w in ws], lengths)
+
+
+def words_changed(original: Sequence[str] | TokenizedTexts, privatized: Sequence[str] | TokenizedTexts) -> tuple[int, int]:
     """``(changed, total)`` word tokens between texts and their privatized versions.
 
     Words are compared position by position (case-insensitively, as :func:`tokens_of`), text by
@@ -120,30 +155,31 @@ def words_changed(original: Sequence[str], privatized: Sequence[str]) -> tuple[i
     Madlib paper §3.2); out-of-vocabulary words always count as changed. A text whose word count
     differs after privatization (a vocabulary word containing punctuation, such as ``e-mail``,
     re-tokenizes into several words; ``oov="drop"`` removes words) is compared on its common
-    prefix and the extra or missing words count as changed.
+    prefix and the extra or missing words count as changed. Either argument may be
+    :class:`TokenizedTexts`.
     """
-    original = _check_texts("original", original)
-    privatized = _check_texts("privatized", privatized)
-    if len(original) != len(privatized):
-        raise ValueError(f"original has {len(original)} texts but privatized has {len(privatized)}")
-    changed = total = 0
-    for a, b in zip(original, privatized):
-        ta, tb = tokens_of(a), tokens_of(b)
-        m = min(len(ta), len(tb))
-        total += len(ta)
-        changed += sum(x != y for x, y in zip(ta[:m], tb[:m])) + (len(ta) - m)
-    return changed, total
+    a = original if isinstance(original, TokenizedTexts) else tokenize_texts(_check_texts("original", original))
+    b = privatized if isinstance(privatized, TokenizedTexts) else tokenize_texts(_check_texts("privatized", privatized))
+    if a.n_texts != b.n_texts:
+        raise ValueError(f"original has {a.n_texts} texts but privatized has {b.n_texts}")
+    total = int(a.lengths.sum())
+    m = np.minimum(a.lengths, b.lengths)
+    if not m.any():
+        return total, total
+    # positions j < m_i of every text i, in a's and in b's flat token order
+    start_a = np.concatenate([[0], np.cumsum(a.lengths)[:-1]])
+    start_b = np.concatenate([[0], np.cumsum(b.lengths)[:-1]])
+    within = np.arange(int(m.sum()), dtype=np.int64) - np.repeat(np.cumsum(m) - m, m)
+    ia = np.repeat(start_a, m) + within
+    ib = np.repeat(start_b, m) + within
+    codes: dict[str, int] = {}
+    ca = np.fromiter((codes.setdefault(w, len(codes)) for w in a.tokens), dtype=np.int64, count=len(a.tokens))
+    cb = np.fromiter((codes.setdefault(w, len(codes)) for w in b.tokens), dtype=np.int64, count=len(b.tokens))
+    same = int((ca[ia] == cb[ib]).sum())
+    return total - same, total
 
 
 # -- features --------------------------------------------------------------------------------
-def _flat_tokens(texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """All tokens in order (one list) and the text index of each."""
-    per_text = [tokens_of(t) for t in texts]
-    lengths = np.fromiter((len(t) for t in per_text), dtype=np.int64, count=len(per_text))
-    rows = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
-    return [w for ws in per_text for w in ws], rows
-
-
 class BagOfWords:
     """Bag-of-words features on the library's tokenizer, as a CSR matrix.
 
@@ -171,10 +207,11 @@ class BagOfWords:
         self._index: dict[str, int] = {}
         self.idf_: Any = None  # an array once fitted
 
-    def fit(self, texts: Sequence[str]) -> BagOfWords:
-        """Learn the vocabulary (sorted words) and document frequencies from ``texts``."""
-        texts = _check_texts("texts", texts)
-        tokens, rows = _flat_tokens(texts)
+    def fit(self, texts: Sequence[str] | TokenizedTexts) -> BagOfWords:
+        """Learn the vocabulary (sorted words) and document frequencies from ``texts`` (or
+        :class:`TokenizedTexts`)."""
+        tok = tokenize_texts(texts)
+        tokens, rows = tok.tokens, tok.rows
         first: dict[str, int] = {}
         ids = np.fromiter((first.setdefault(w, len(first)) for w in tokens), dtype=np.int64, count=len(tokens))
         V = len(first)
@@ -191,7 +228,7 @@ class BagOfWords:
             keep[order] = True
         self.vocabulary_ = vocab[keep]
         self._index = {w: i for i, w in enumerate(self.vocabulary_.tolist())}
-        n = len(texts)
+        n = tok.n_texts
         self.idf_ = np.log((1.0 + n) / (1.0 + df[keep])) + 1.0
         return self
 
@@ -204,17 +241,18 @@ class BagOfWords:
         if self.vocabulary_ is None:
             raise RuntimeError("BagOfWords is not fitted: call fit(texts) first")
 
-    def transform(self, texts: Sequence[str]) -> sp.csr_matrix:
-        """Features of ``texts`` (n_texts, n_features) float64 CSR; unseen words are ignored."""
+    def transform(self, texts: Sequence[str] | TokenizedTexts) -> sp.csr_matrix:
+        """Features of ``texts`` (or :class:`TokenizedTexts`), (n_texts, n_features) float64
+        CSR; unseen words are ignored."""
         self._check_fitted()
-        texts = _check_texts("texts", texts)
+        tok = tokenize_texts(texts)
         vocab = self.vocabulary_
-        tokens, rows = _flat_tokens(texts)
+        tokens, rows = tok.tokens, tok.rows
         get = self._index.get
         cols = np.fromiter((get(w, -1) for w in tokens), dtype=np.int64, count=len(tokens))
         found = cols >= 0
         rows, cols = rows[found], cols[found]
-        X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(texts), len(vocab)))
+        X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(tok.n_texts, len(vocab)))
         X.sum_duplicates()
         if self.weighting == "binary":
             X.data[:] = 1.0
@@ -225,8 +263,10 @@ class BagOfWords:
             X = sp.csr_matrix(sp.diags(1.0 / norms) @ X)
         return X
 
-    def fit_transform(self, texts: Sequence[str]) -> sp.csr_matrix:
-        return self.fit(texts).transform(texts)
+    def fit_transform(self, texts: Sequence[str] | TokenizedTexts) -> sp.csr_matrix:
+        """``fit(texts).transform(texts)``, tokenizing once."""
+        tok = tokenize_texts(texts)
+        return self.fit(tok).transform(tok)
 
 
 # -- classifier ------------------------------------------------------------------------------
@@ -351,13 +391,17 @@ class TextClassifier:
         self.features = BagOfWords(weighting=weighting, min_df=min_df, max_features=max_features)
         self.model = LogisticRegression(alpha=alpha, max_iter=max_iter, tol=tol)
 
-    def fit(self, texts: Sequence[str], labels: Any) -> TextClassifier:
-        texts = _check_texts("texts", texts)
-        y = _check_labels("labels", labels, len(texts), "texts")
-        self.model.fit(self.features.fit_transform(texts), y)
+    def fit(self, texts: Sequence[str] | TokenizedTexts, labels: Any) -> TextClassifier:
+        tok = texts if isinstance(texts, TokenizedTexts) else tokenize_texts(_check_texts("texts", texts))
+        y = _check_labels("labels", labels, tok.n_texts, "texts")
+        self.model.fit(self.features.fit_transform(tok), y)
         return self
 
-    def predict(self, texts: Sequence[str]) -> np.ndarray:
+    def transform(self, texts: Sequence[str] | TokenizedTexts) -> sp.csr_matrix:
+        """The fitted features of ``texts`` (pass them to ``model`` to avoid re-tokenizing)."""
+        return self.features.transform(texts)
+
+    def predict(self, texts: Sequence[str] | TokenizedTexts) -> np.ndarray:
         return self.model.predict(self.features.transform(texts))
 
 

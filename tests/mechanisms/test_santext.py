@@ -139,6 +139,15 @@ def test_santext_plus_guarantee_holds_on_sensitive_words_and_fails_beyond() -> N
     i, j = np.unravel_index(D.argmin(), D.shape)
     ratio = (P[10 + j][10:] / P[i][10:]).max()
     assert ratio > np.exp(eps * D[i, j])
+    # ... but never beyond exp(eps*d)/p (the bound docs/mechanisms/santext.md states), both directions
+    pts = np.vstack([emb.vectors, emb.vectors.astype(np.float64).mean(axis=0)[None]]).astype(np.float64)
+    worst = 0.0
+    for x in range(10):
+        for x2 in sens_rows:
+            d = float(np.linalg.norm(pts[x] - pts[x2]))
+            r = max((P[x2][10:] / P[x][10:]).max(), (P[x][10:] / P[x2][10:]).max())
+            worst = max(worst, r / np.exp(eps * d))
+    assert 1.0 < worst <= 1 / p * (1 + 1e-9)
     # with p = 1 every word is covered
     full = SanTextPlus(emb, epsilon=eps, w=0.75, p=1.0, cache_dir=False)
     for x in (0, 5, 20, -1):

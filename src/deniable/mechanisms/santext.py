@@ -2,12 +2,15 @@
 
 Yue, Du, Wang, Li, Sun, Chow. "Differential Privacy for Text Analytics via Natural Text
 Sanitization", Findings of ACL-IJCNLP 2021, pp. 3853–3866 (arXiv:2106.01221) — the SanText
-and SanText+ mechanisms, with the utility-optimized notion UMLDP (section numbers unverified).
+and SanText+ mechanisms, with the utility-optimized notion UMLDP.
 
-Source note: the paper's full text was not available to us (only its abstract and secondary
-descriptions); the definitions below are the published ones as we know them, and every
-guarantee stated here is proved for *this* implementation, in the docstrings, independently of
-the paper's theorems.
+Source note (checked again for issue 13; details in docs/mechanisms/santext.md): the paper's full
+text could not be found — abstract pages only — so no section, algorithm or equation number can be
+cited. The authors' README (github.com/xiangyue9607/SanText) confirms the two mechanisms and the
+SanText+ parameters ``p`` (0.3 in its example) and the sensitive-word percentage (0.9), which are
+our defaults for ``p`` and ``w``. The ε/2 in the exponent, SanText+'s replacement set V_S and
+the wording of the paper's UMLDP theorem are unchecked. Every guarantee stated here is proved for
+*this* implementation, in the docstrings, independently of the paper's theorems.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ class SanText(EmbeddingMechanism):
 
     References
     ----------
-    Yue et al. 2021, "SanText" (sampling probability ∝ exp(−½·ε·d_euc)).
+    Yue et al. 2021, "SanText" (sampling probability ∝ exp(−½·ε·d_euc) as we know it; full text
+    not available to us, see the module note).
     """
 
     name = "santext"
@@ -188,7 +192,8 @@ class SanTextPlus(SanText):
     P[M(x)=y] ≤ exp(ε·d(x, x'))·P[M(x')=y] — ε·d-privacy over the sensitive words and UNK.
     Non-sensitive words get **no** metric-DP guarantee when p < 1: they are released verbatim with
     probability 1 − p (an output in V_N reveals its input), and for x ∈ V_S, x' ∈ V_N the ratio
-    on sensitive outputs is bounded only by exp(ε·d(x, x'))/p. :meth:`distance` is therefore
+    on sensitive outputs is bounded only by exp(ε·d(x, x'))/p (tested; it exceeds exp(ε·d) on a
+    small space). :meth:`distance` is therefore
     ∞ between a non-sensitive word and any other word. With ``p = 1`` every word is replaced
     and the ε·d guarantee covers the whole vocabulary ∪ {UNK}.
 
@@ -205,7 +210,8 @@ class SanTextPlus(SanText):
 
     References
     ----------
-    Yue et al. 2021, "SanText+" (w, p; UMLDP, Definition of utility-optimized MLDP).
+    Yue et al. 2021, "SanText+" (w, p; UMLDP, the utility-optimized MLDP notion; full text not
+    available to us, see the module note).
     """
 
     name = "santext_plus"

@@ -5,9 +5,14 @@ Differential Privacy", Findings of ACL 2023 (arXiv:2207.01193): the mapping of e
 token to a customized output set of K tokens, then the exponential mechanism with a normalized
 similarity score (sensitivity 1) inside that set.
 
-Source note: we could read only the abstract of the paper; the construction below is the
-published one as we know it (output sets formed greedily in frequency order from each
-unassigned word and its K − 1 nearest unassigned words; scores min-max normalized to [0, 1]).
+Source note (checked again for issue 13; details in docs/mechanisms/custext.md): the paper's full
+text could not be found — abstract pages only — so no section, algorithm or equation number can be
+cited. The abstract confirms a customized output set per input token and the original ε-DP
+definition (not metric DP); the authors' README (github.com/sai4july/CusText) confirms ``top_k``
+= 20 (our ``K``), counter-fitted word vectors, and a CusText+ variant that keeps stop words
+(``--save_stop_words True``), which we do not offer. The construction below is the published one
+as we know it, unchecked (output sets formed greedily in frequency order from each unassigned word
+and its K − 1 nearest unassigned words; scores min-max normalized to [0, 1]; ε/2 in the exponent).
 The guarantee below is proved for this implementation, independently of the paper's theorem.
 """
 
@@ -120,7 +125,8 @@ class CusText(EmbeddingMechanism):
 
     References
     ----------
-    Chen et al. 2023 (customized output sets, exponential mechanism with normalized score).
+    Chen et al. 2023 (customized output sets, exponential mechanism with normalized score; full
+    text not available to us, see the module note).
     """
 
     name = "custext"

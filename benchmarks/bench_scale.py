@@ -17,7 +17,12 @@ codes), builds the mechanism and reports:
 The machine is shared: the load average (``uptime``) is printed with the table; compare ratios,
 not absolute numbers, across runs.
 
-Usage: python benchmarks/bench_scale.py [--sizes 34000,200000] [--full] [--mechanisms ...] [--json]
+With ``--tem-resume SECONDS`` the real whole-table build above ``--tem-full-max`` is started,
+killed with SIGKILL after SECONDS, and started again twice: each run must resume from the last
+checkpoint (the rows it reports only grow), which gives the build rate and the ETA of the whole
+table from a run that was itself interrupted.
+
+Usage: python benchmarks/bench_scale.py [--sizes 34000,200000] [--full] [--mechanisms ...] [--tem-resume 120] [--json]
 """
 
 from __future__ import annotations
@@ -105,14 +110,16 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
     elif mech == "mahalanobis":
         m = deniable.Mahalanobis(data, epsilon=10.0, lam=0.5)
     elif mech == "tem":
-        m = deniable.TEM(data, epsilon=10.0, k=TEM_K, cache_dir=False)
+        m = deniable.TEM(data, epsilon=10.0, k=TEM_K, cache_dir=False)  # storage "auto": compact above 62K words
+        res["tem_storage"] = m.storage
     elif mech == "brr":
         m = deniable.BRR(data, epsilon=10.0)
     else:
         raise ValueError(mech)
     res["build_s"] = time.perf_counter() - t
+    sample_rows = V
     if mech == "tem":
-        from deniable.neighbors.neighborhoods import knn_neighborhoods
+        from deniable.neighbors.neighborhoods import KnnIds, build_knn_ids, knn_neighborhoods
 
         vectors = data.vectors
         if tem_full_max >= V:
@@ -124,17 +131,31 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
         else:
             rows = min(tem_slice, V)
             t = time.perf_counter()
-            knn_neighborhoods(vectors[:rows], vectors, TEM_K)
+            if m.storage == "compact":
+                part = build_knn_ids(vectors[:rows], vectors, TEM_K)
+            else:
+                part = knn_neighborhoods(vectors[:rows], vectors, TEM_K)
             dt = time.perf_counter() - t
             res["precompute_rows_per_s"] = rows / dt
             res["precompute_s"] = None
             res["precompute_eta_s"] = (V + 1) / res["precompute_rows_per_s"]
             res["precompute_slice_rows"] = rows
+            if m.storage == "compact":
+                # Sampling cost does not depend on which rows a table holds: a compact table
+                # whose first `rows` rows are the real ones just computed (the rest zero pages,
+                # never touched) lets the tokens below, drawn from those rows, be sampled exactly.
+                ids_all = np.zeros((V + 1, TEM_K), dtype=np.int32)
+                bound_all = np.zeros(V + 1)
+                ids_all[:rows] = part.ids
+                bound_all[:rows] = part.bound
+                m._nb = KnnIds(ids=ids_all, bound=bound_all, param=float(TEM_K), metric="euclidean", n_vocab=V)
+                sample_rows = rows
+                res["sampled_from_slice_rows"] = rows
     res["rss_build_gb"] = _status_gb("VmHWM")  # peak while building (data included)
     res["rss_held_gb"] = _rss_now_gb()
     _reset_peak()
-    ids = rng.integers(0, V, n_words)
-    if mech != "tem" or tem_full_max >= V:
+    ids = rng.integers(0, sample_rows, n_words)
+    if mech != "tem" or tem_full_max >= V or sample_rows < V:
         m.sample_ids(ids[: min(256, n_words)], rng=1)  # warm-up (and TEM's lazy tables)
         t = time.perf_counter()
         m.sample_ids(ids, rng=2)
@@ -148,6 +169,61 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
     else:
         res["gemm_bound_words_per_s"] = None
     return res
+
+
+def _build_tem_child(V: int, directory: str) -> None:
+    """Child of ``--tem-resume``: the real resumable build of TEM's whole compact table for the
+    synthetic V-word vocabulary, cached in ``directory`` (killed by the parent)."""
+    import deniable
+
+    rng = np.random.default_rng(V)
+    data = deniable.Embedding([f"w{i}" for i in range(V)], rng.standard_normal((V, DIM), dtype=np.float32))
+    m = deniable.TEM(data, epsilon=10.0, k=TEM_K, cache_dir=directory, storage="compact")
+    print(f"start {time.time()}", flush=True)
+    m.precompute(progress=None)  # None: the "resuming ... at row N" note, no bar (stderr is a pipe)
+
+
+def _tem_resume(V: int, seconds: float, runs: int) -> dict:
+    """Start the whole-table build, SIGKILL it after ``seconds`` of building, start it again, …:
+    each run must continue from the previous run's checkpoint. Returns rows done after each run,
+    the build rate of each run and the ETA of the whole table."""
+    import signal
+    import tempfile
+
+    out: dict = {"V": V, "kill_after_s": seconds, "runs": []}
+    with tempfile.TemporaryDirectory(prefix="bench-tem-resume-") as tmp:
+        done_file = None
+        prev = 0
+        for _ in range(runs):
+            p = subprocess.Popen(
+                [sys.executable, __file__, "--build-tem", str(V), tmp], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            line = p.stdout.readline() if p.stdout else ""
+            t0 = float(line.split()[1]) if line.startswith("start") else time.time()
+            time.sleep(max(0.0, t0 + seconds - time.time()))
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    hwm = next((int(x.split()[1]) * 1024 / 1e9 for x in f if x.startswith("VmHWM:")), float("nan"))
+            except OSError:
+                hwm = float("nan")
+            p.send_signal(signal.SIGKILL)
+            _, err = p.communicate()
+            t1 = time.time()
+            if done_file is None:
+                parts = [d for d in os.listdir(tmp) if d.endswith(".partial")]
+                done_file = os.path.join(tmp, parts[0], "done") if parts else None
+            done = int(open(done_file).read()) if done_file and os.path.exists(done_file) else 0
+            resumed_at = None
+            for ln in err.splitlines():
+                if "resuming the k-nearest table" in ln:
+                    resumed_at = int(ln.split("at row ")[1].split()[0])
+            out["runs"].append(
+                {"rows_done": done, "resumed_at_row": resumed_at, "rows_per_s": (done - prev) / (t1 - t0), "peak_rss_gb": hwm}
+            )
+            prev = done
+    rate = out["runs"][-1]["rows_per_s"]
+    out["eta_s"] = (V + 1) / rate if rate > 0 else None
+    return out
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -190,8 +266,20 @@ def main() -> None:
     ap.add_argument("--tem-full-max", type=int, default=50_000, help="build TEM's whole table up to this V")
     ap.add_argument("--tem-slice", type=int, default=2000, help="rows timed for the TEM precompute rate above it")
     ap.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    ap.add_argument(
+        "--tem-resume",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="for sizes above --tem-full-max: build TEM's whole compact table, SIGKILL it after SECONDS, "
+        "run it again (twice), and report the rows each run added and the ETA",
+    )
     ap.add_argument("--one", nargs=2, metavar=("MECH", "V"), help=argparse.SUPPRESS)
+    ap.add_argument("--build-tem", nargs=2, metavar=("V", "DIR"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.build_tem:
+        _build_tem_child(int(a.build_tem[0]), a.build_tem[1])
+        return
     if a.one:
         V = int(a.one[1])
         n = a.words or int(np.clip(200_000_000 // V, 1000, 8192))
@@ -211,12 +299,28 @@ def main() -> None:
                 rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
             if not a.json:
                 print(_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    resumes = []
+    if a.tem_resume > 0:
+        for V in sizes:
+            if V > a.tem_full_max:
+                resumes.append(_tem_resume(V, a.tem_resume, 3))
+                if not a.json:
+                    print(json.dumps(resumes[-1]), file=sys.stderr, flush=True)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     if a.json:
-        print(json.dumps({"uptime": load, "cpus": os.cpu_count(), "results": rows}, indent=1))
+        print(json.dumps({"uptime": load, "cpus": os.cpu_count(), "results": rows, "tem_resume": resumes}, indent=1))
     else:
         print(f"machine: {os.cpu_count()} CPUs; uptime: {load}")
         print(_table(rows))
+        for r in resumes:
+            print(f"\nTEM whole-table build at V = {r['V']:,}, killed (SIGKILL) every {r['kill_after_s']:g} s and restarted:")
+            for i, run in enumerate(r["runs"], 1):
+                print(
+                    f"  run {i}: resumed at row {run['resumed_at_row'] if run['resumed_at_row'] is not None else 0:,}, "
+                    f"rows done {run['rows_done']:,}, {run['rows_per_s']:,.0f} rows/s, peak RSS {run['peak_rss_gb']:.2f} GB"
+                )
+            if r["eta_s"]:
+                print(f"  ETA of the whole table at the last run's rate: {r['eta_s'] / 3600:.1f} h")
 
 
 if __name__ == "__main__":

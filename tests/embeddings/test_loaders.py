@@ -202,3 +202,58 @@ def test_word2vec_text_with_more_rows_than_declared(tmp_path):
     p.write_text(p.read_text().replace("5 3\n", "4 3\n", 1))
     with pytest.raises(DataError, match=r"w\.vec:1: the header declares 4 words but the file has 5"):
         load_embedding(p)
+
+
+# -- the binary cache of parsed text / word2vec-binary files --------------------------------------
+
+
+@pytest.mark.parametrize("writer", [write_glove, write_w2v_text, write_w2v_binary])
+def test_binary_cache_is_memory_mapped_and_keyed_by_the_file(tmp_path, monkeypatch, writer):
+    import deniable.embeddings.loaders as loaders
+
+    monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "cache"))
+    p = writer(tmp_path / ("e.bin" if writer is write_w2v_binary else "e.txt"))
+    first = load_embedding(p, cache=True)
+    (folder,) = (tmp_path / "cache" / "embeddings").iterdir()
+    assert {f.name for f in folder.iterdir()} == {"vectors.npy", "words.txt", "meta.json"}
+    monkeypatch.setattr(loaders, "_load_text", lambda *a, **k: pytest.fail("parsed again"))
+    monkeypatch.setattr(loaders, "_load_word2vec_binary", lambda *a, **k: pytest.fail("parsed again"))
+    second = load_embedding(p, cache=True)
+    check(second)
+    assert isinstance(second.vectors.base, np.memmap) or isinstance(second.vectors, np.memmap)
+    assert second.fingerprint == first.fingerprint and second.source == str(p)
+    # limit is part of the key; cache=False never reads the cache
+    monkeypatch.undo()
+    monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "cache"))
+    check(load_embedding(p, cache=True, limit=2), WORDS[:2], VECS[:2])
+    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 2
+    assert not isinstance(load_embedding(p, cache=False).vectors.base, np.memmap)
+
+
+def test_binary_cache_follows_file_changes_and_survives_corruption(tmp_path, monkeypatch):
+    monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "cache"))
+    p = write_glove(tmp_path / "e.txt")
+    load_embedding(p, cache=True)
+    vecs2 = VECS * 2
+    write_glove(p, WORDS, vecs2)  # new size / mtime: a new key, the new vectors
+    import os
+
+    os.utime(p, ns=(1, 1))
+    check(load_embedding(p, cache=True), WORDS, vecs2)
+    folder = max((tmp_path / "cache" / "embeddings").iterdir(), key=lambda f: f.stat().st_mtime_ns)
+    (folder / "words.txt").write_text("the\ncat", encoding="utf-8")  # damaged: 2 words for 5 vectors
+    with pytest.warns(DeniableWarning, match="unusable embedding cache"):
+        check(load_embedding(p, cache=True), WORDS, vecs2)
+    check(load_embedding(p, cache=True), WORDS, vecs2)  # rewritten
+
+
+def test_binary_cache_default_only_for_large_files(tmp_path, monkeypatch):
+    import deniable.embeddings.loaders as loaders
+
+    monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "cache"))
+    p = write_glove(tmp_path / "e.txt")
+    load_embedding(p)
+    assert not (tmp_path / "cache" / "embeddings").exists()
+    monkeypatch.setattr(loaders, "CACHE_MIN_BYTES", 10)
+    load_embedding(p)
+    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 1

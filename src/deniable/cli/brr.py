@@ -52,7 +52,7 @@ def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: s
         data = ref.read_bytes()
         be = BinaryEmbedding.from_bytes(data, source=str(ref))  # validated before it is written
     else:
-        emb = load_embedding(embedding_path, limit=limit)
+        emb = load_embedding(embedding_path, limit=limit, progress=None)
         name = method or DEFAULT_METHOD
         _check_binarizable(len(emb), emb.dim, n_bits, name, limit=limit, source=str(embedding_path or "the bundled embedding"))
         click.echo(f"binarizing {len(emb)} words x {emb.dim} dims -> {n_bits} bits ({name}) ...", err=True)
@@ -204,7 +204,7 @@ def _build(name: str, embedding_path: Path | None, binary_path: Path | None, lim
         if limit is not None:
             be = be.restrict(top_n=limit)
         return BRR(be, epsilon=1.0, index="exact")
-    emb = load_embedding(embedding_path, limit=limit)
+    emb = load_embedding(embedding_path, limit=limit, progress=None)
     if name == "brr":
         from ..binary import load_default_binary_embedding
         from ..mechanisms.brr import BRR

@@ -121,7 +121,7 @@ def calibrate(
         return
     examples = [w.strip() for w in examples_text.split(",") if w.strip()] if examples_text else None
     words: Any = list(word_list) if word_list else n_words
-    emb = load_embedding(embedding, limit=limit)
+    emb = load_embedding(embedding, limit=limit, progress=None)
     total = len(eps) * (len(word_list) if word_list else min(n_words, len(emb)))
     from tqdm import tqdm
 
@@ -176,7 +176,7 @@ def _target(mechanism: str, max_nw: float, kw: dict[str, Any], embedding: str | 
 
     if not (0.0 < max_nw < 1.0) or math.isnan(max_nw):
         raise click.BadParameter(f"must be strictly between 0 and 1 (a probability; e.g. 0.5), got {max_nw:g}", param_hint="--max-nw")
-    emb = load_embedding(embedding, limit=limit)
+    emb = load_embedding(embedding, limit=limit, progress=None)
 
     def factory(e: float) -> Any:
         return get_mechanism(mechanism, emb, epsilon=e, **kw)

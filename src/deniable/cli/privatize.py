@@ -23,8 +23,9 @@ _PIECE_CHARS = 1 << 20  # records longer than this are read and processed in pie
 SPARK_FORMATS = ("parquet", "csv", "jsonl", "txt")  # = deniable.spark.files.TABLE_FORMATS (literal: --help without importing it; a test checks)
 
 
-def _load_vocabulary(path: str | None, limit: int | None):
-    """An :class:`Embedding`, or a :class:`BinaryEmbedding` for a BRR bundle (``deniable export brr``)."""
+def _load_vocabulary(path: str | None, limit: int | None, progress: bool | None = None):
+    """An :class:`Embedding`, or a :class:`BinaryEmbedding` for a BRR bundle (``deniable export brr``).
+    ``progress``: a bar of the bytes read for text / word2vec files (None: when stderr is a terminal)."""
     from ..embeddings import load_embedding
 
     if path is not None:
@@ -37,7 +38,7 @@ def _load_vocabulary(path: str | None, limit: int | None):
                 if limit is not None:
                     raise click.BadParameter("--limit does not apply to a BRR bundle", param_hint="--limit")
                 return BinaryEmbedding.load(path)
-    return load_embedding(path, limit=limit)
+    return load_embedding(path, limit=limit, progress=progress)
 
 
 def _known_parameters(cls) -> list[str]:
@@ -68,7 +69,7 @@ def build_mechanism(
         raise click.BadParameter(
             f"unknown parameter(s) {', '.join(unknown)} for {name}; known: {', '.join(_known_parameters(cls)) or 'none'}", param_hint="--param"
         )
-    vocabulary = _load_vocabulary(embedding_path, limit)
+    vocabulary = _load_vocabulary(embedding_path, limit, progress)
     if isinstance(vocabulary, BinaryEmbedding) and name != "brr":
         raise click.BadParameter(f"{embedding_path} is a BRR bundle; it works only with -m brr", param_hint="--embedding")
     try:

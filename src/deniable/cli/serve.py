@@ -80,7 +80,7 @@ def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, 
     from ..embeddings import load_embedding
     from ..service import MechanismPool, create_app
 
-    emb = load_embedding(embedding, limit=limit) if embedding is not None else None
+    emb = load_embedding(embedding, limit=limit, progress=None) if embedding is not None else None
     binary = None
     if bundle is not None:
         from ..binary import BinaryEmbedding

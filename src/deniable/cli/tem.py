@@ -72,7 +72,7 @@ def tem(
         if "metric" in kw and kw["metric"] != metric:
             raise click.UsageError(f"--metric {metric} conflicts with --param metric={kw['metric']}")
         kw["metric"] = metric
-    embedding = load_embedding(embedding_path, limit=limit)
+    embedding = load_embedding(embedding_path, limit=limit, progress=show_progress)
     try:
         mech = TEM(embedding, epsilon=epsilon, cache_dir=cache_dir, **kw)
     except DataError:
@@ -124,7 +124,7 @@ def _table_command(name: str) -> None:
         from ..mechanisms import get_mechanism
 
         kw: dict[str, Any] = parse_params(params)
-        embedding = load_embedding(embedding_path, limit=limit)
+        embedding = load_embedding(embedding_path, limit=limit, progress=show_progress)
         try:
             mech = get_mechanism(name, embedding, epsilon=epsilon, cache_dir=cache_dir, **kw)
         except DataError:

@@ -14,9 +14,13 @@ parsed by one numpy call, never one Python ``float()`` per value.
 from __future__ import annotations
 
 import gzip
+import hashlib
+import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import warnings
 from functools import lru_cache
 from importlib import resources
@@ -25,6 +29,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .._files import cache_directory
 from .._validation import check_int
 from ..errors import DataError, DeniableWarning
 from .embedding import Embedding
@@ -35,6 +40,9 @@ FORMATS = ("npz", "word2vec-text", "glove-text", "word2vec-binary")
 DEFAULT_EMBEDDING_FILE = "glove840b300d_34k_f16.npz"
 _HEADER = re.compile(rb"^\s*(\d+)\s+(\d+)\s*$")
 _CHUNK_BYTES = 1 << 24
+#: ``cache=None`` stores the binary form of text / word2vec-binary files at least this large.
+CACHE_MIN_BYTES = 64 << 20
+_CACHE_VERSION = 1
 
 
 def _open(path: Path) -> BinaryIO:
@@ -82,6 +90,7 @@ def load_embedding(
     limit: int | None = None,
     format: str | None = None,
     progress: bool | None = False,
+    cache: bool | None = None,
 ) -> Embedding:
     """Load an embedding; without ``path``, the bundled default (GloVe 840B, 300d, ~34k words).
 
@@ -96,6 +105,13 @@ def load_embedding(
     progress
         A bar of the bytes read on stderr for text and word2vec binary files: ``False`` (default)
         none, ``True`` always, ``None`` only when stderr is a terminal.
+    cache
+        Keep the parsed form of a text or word2vec-binary file: ``vectors.npy`` (float32) and the
+        word list in a folder of :func:`~deniable.neighbors.neighborhoods.cache_directory`
+        (``embeddings/``), keyed by the file's path, size, modification time, format and
+        ``limit``. Later loads — other processes, Spark executors — memory-map the vectors
+        instead of parsing (pages are read on use and shared through the page cache).
+        ``None`` (default): only for files of at least 64 MiB; ``True``: always; ``False``: never.
 
     Raises
     ------
@@ -118,14 +134,73 @@ def load_embedding(
         format = detect_format(path)
     elif format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    folder: Path | None = None
+    if format != "npz" and (cache or (cache is None and path.stat().st_size >= CACHE_MIN_BYTES)):
+        folder = _binary_cache_folder(path, format, limit)
+        emb = _load_binary_cache(folder)
+        if emb is not None:
+            emb.source = str(path)
+            emb._origin = (_reload, str(path.resolve()), format, limit)
+            return emb
     if format == "npz":
         emb = _load_npz(path, limit)
     elif format == "word2vec-binary":
         emb = _load_word2vec_binary(path, limit, progress)
     else:
         emb = _load_text(path, limit, header=(format == "word2vec-text"), progress=progress)
+    if folder is not None:
+        _write_binary_cache(folder, emb, path)
     emb._origin = (_reload, str(path.resolve()), format, limit)  # pickled by reference (see Embedding)
     return emb
+
+
+def _binary_cache_folder(path: Path, format: str, limit: int | None) -> Path:
+    st = path.stat()
+    key = json.dumps([str(path.resolve()), st.st_size, st.st_mtime_ns, format, limit, _CACHE_VERSION])
+    return cache_directory() / "embeddings" / f"{path.name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _load_binary_cache(folder: Path) -> Embedding | None:
+    """The cached embedding (vectors memory-mapped), or None when absent or unusable."""
+    if not (folder / "meta.json").is_file():
+        return None
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        vectors = np.load(folder / "vectors.npy", mmap_mode="r", allow_pickle=False)
+        words = (folder / "words.txt").read_text(encoding="utf-8", errors="surrogateescape").split("\n")
+        if meta.get("version") != _CACHE_VERSION or vectors.dtype != np.float32 or vectors.shape != (meta["n_words"], meta["dim"]):
+            raise ValueError("arrays do not match meta.json")
+        if len(words) != vectors.shape[0]:
+            raise ValueError(f"{len(words)} words for {vectors.shape[0]} vectors")
+        emb = Embedding(words, vectors)
+        if emb.fingerprint != meta["fingerprint"]:
+            raise ValueError("fingerprint mismatch")
+        return emb
+    except (OSError, ValueError, KeyError, DataError) as exc:
+        warnings.warn(f"{folder}: unusable embedding cache ({exc}); reading the file again", DeniableWarning, stacklevel=3)
+        return None
+
+
+def _write_binary_cache(folder: Path, emb: Embedding, path: Path) -> None:
+    words = emb.words
+    if any("\n" in w for w in words):  # one word per line: such a vocabulary is not cached
+        return
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            np.save(tmp / "vectors.npy", emb.vectors)
+            (tmp / "words.txt").write_text("\n".join(words), encoding="utf-8", errors="surrogateescape")
+            meta = {"version": _CACHE_VERSION, "source": str(path), "n_words": len(emb), "dim": emb.dim, "fingerprint": emb.fingerprint}
+            (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        warnings.warn(f"could not write the embedding cache {folder} ({exc}); continuing without it", DeniableWarning, stacklevel=3)
 
 
 def _reload(path: str | None, format: str | None, limit: int | None) -> Embedding:

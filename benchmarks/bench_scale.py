@@ -34,6 +34,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -212,7 +213,7 @@ def _tem_resume(V: int, seconds: float, runs: int) -> dict:
             if done_file is None:
                 parts = [d for d in os.listdir(tmp) if d.endswith(".partial")]
                 done_file = os.path.join(tmp, parts[0], "done") if parts else None
-            done = int(open(done_file).read()) if done_file and os.path.exists(done_file) else 0
+            done = int(Path(done_file).read_text()) if done_file and os.path.exists(done_file) else 0
             resumed_at = None
             for ln in err.splitlines():
                 if "resuming the k-nearest table" in ln:
@@ -302,7 +303,7 @@ def main() -> None:
     resumes = []
     if a.tem_resume > 0:
         for V in sizes:
-            if V > a.tem_full_max:
+            if a.tem_full_max < V:
                 resumes.append(_tem_resume(V, a.tem_resume, 3))
                 if not a.json:
                     print(json.dumps(resumes[-1]), file=sys.stderr, flush=True)

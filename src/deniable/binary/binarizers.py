@@ -66,6 +66,19 @@ class Binarizer(ABC):
         x = np.atleast_2d(np.asarray(vectors, dtype=np.float64)) - self.mean_
         return self._encode_centred(x)
 
+    def encode_packed(self, vectors: np.ndarray, *, block_bytes: int = 32 << 20) -> np.ndarray:
+        """Packed ``uint64`` codes ``(n, ceil(n_bits/64))`` of ``vectors`` (as
+        ``pack_bits(encode(vectors))``), encoded in blocks of rows: no float64 copy of the matrix."""
+        from .codes import pack_bits
+
+        vectors = np.atleast_2d(vectors)
+        n = vectors.shape[0]
+        out = np.empty((n, (self.n_bits + 63) // 64), dtype=np.uint64)
+        step = max(1, block_bytes // (8 * max(1, vectors.shape[1], self.n_bits)))
+        for s in range(0, n, step):
+            out[s : s + step] = pack_bits(self.encode(vectors[s : s + step]))
+        return out
+
     def params(self) -> dict[str, Any]:
         """JSON-serializable parameters (recorded in bundle metadata)."""
         return {"method": self.name, "n_bits": self.n_bits}
@@ -110,6 +123,12 @@ class RandomProjectionBinarizer(Binarizer):
         return x @ self.projection_ > 0
 
 
+#: ITQ fits in memory (an SVD of the centred float64 matrix) up to this size; larger inputs use
+#: the blocked covariance and a row sample (:meth:`ITQBinarizer._fit_large`).
+_ITQ_IN_MEMORY_BYTES = 256 << 20
+_ITQ_SAMPLE = 100_000
+
+
 class ITQBinarizer(Binarizer):
     """Iterative quantization: PCA to ``n_bits`` ≤ d dimensions, then an orthogonal rotation R
     alternately minimizing ‖B − V R‖²_F over B ∈ {−1, 1} and R (orthogonal Procrustes).
@@ -134,10 +153,44 @@ class ITQBinarizer(Binarizer):
         return min(int(n_words), int(dim))
 
     def fit(self, vectors: np.ndarray, rng: RNGLike = None) -> ITQBinarizer:
+        vectors = np.asarray(vectors)
+        if vectors.ndim == 2 and vectors.shape[0] * vectors.shape[1] * 8 > _ITQ_IN_MEMORY_BYTES:
+            return self._fit_large(vectors, rng)
         x = self._centre(vectors)
         _, _, vt = np.linalg.svd(x, full_matrices=False)
         self.pca_ = vt[: self.n_bits].T
         v = x @ self.pca_
+        return self._rotate(v, rng)
+
+    def _fit_large(self, vectors: np.ndarray, rng: RNGLike) -> ITQBinarizer:
+        """The same fit for a vocabulary whose float64 copy would be large: mean and covariance
+        in float64 blocks, PCA axes from the covariance's eigenvectors (each axis signed so its
+        largest component is positive), and the rotation learned on a seeded sample of
+        ``_ITQ_SAMPLE`` rows (ITQ's alternating steps only need the spread of the data). The
+        working set stays a few hundred MB at any vocabulary size."""
+        gen = as_generator(rng)
+        n, d = vectors.shape
+        limit = self.max_bits(n, d)
+        if limit is not None and self.n_bits > limit:
+            self._centre(vectors[: max(2, limit)])  # raises the usual message
+        step = max(1, (32 << 20) // (8 * d))
+        total = np.zeros(d)
+        for s in range(0, n, step):
+            total += vectors[s : s + step].astype(np.float64).sum(axis=0)
+        self.mean_ = total / n
+        cov = np.zeros((d, d))
+        for s in range(0, n, step):
+            b = vectors[s : s + step].astype(np.float64) - self.mean_
+            cov += b.T @ b
+        w, e = np.linalg.eigh(cov)
+        axes = e[:, np.argsort(w)[::-1][: self.n_bits]]
+        axes *= np.where(axes[np.abs(axes).argmax(axis=0), np.arange(axes.shape[1])] < 0, -1.0, 1.0)
+        self.pca_ = axes
+        rows = np.sort(gen.choice(n, size=min(n, _ITQ_SAMPLE), replace=False))
+        v = (vectors[rows].astype(np.float64) - self.mean_) @ self.pca_
+        return self._rotate(v, gen)
+
+    def _rotate(self, v: np.ndarray, rng: RNGLike) -> ITQBinarizer:
         r, _ = np.linalg.qr(as_generator(rng).standard_normal((self.n_bits, self.n_bits)))
         for _ in range(self.n_iter):
             b = np.where(v @ r >= 0, 1.0, -1.0)
@@ -356,7 +409,7 @@ def binarize(embedding: Any, *, n_bits: int = 256, method: str | None = None, rn
     if not isinstance(embedding, Embedding):
         raise TypeError(f"embedding must be a deniable.Embedding, got {type(embedding).__name__}")
     binarizer = get_binarizer(method, n_bits, **params).fit(embedding.vectors, rng=rng)
-    bits = binarizer.encode(embedding.vectors)
+    codes = binarizer.encode_packed(embedding.vectors)  # blocks of rows: bounded memory at any V
     unk = binarizer.encode(embedding.mean[None, :])
     meta = {
         "binarizer": binarizer.params(),
@@ -366,7 +419,7 @@ def binarize(embedding: Any, *, n_bits: int = 256, method: str | None = None, rn
     }
     return BinaryEmbedding(
         embedding.words,
-        pack_bits(bits),
+        codes,
         n_bits=n_bits,
         unk_code=pack_bits(unk)[0],
         unk_method="encoded-mean",

@@ -344,7 +344,7 @@ class _KnnF32:
         # scores and the comparison mask stay cache-sized and within memory_bytes.
         self.step = 256
         self.width = int(min(V, max(self.kc, min(_TILE_BYTES, memory_bytes // 2) // (4 * self.step))))
-        self.use_sample = V >= 64 * self.kc
+        self.use_sample = 64 * self.kc <= V
         if self.use_sample:
             self.Xs = np.ascontiguousarray(self.X[::_SAMPLE_STRIDE])  # a 1/16 copy: the threshold sample
             self.sqs32 = self.sq32[::_SAMPLE_STRIDE].copy()
@@ -379,7 +379,7 @@ class _KnnF32:
         for v0 in range(0, V, self.width):
             w = min(self.width, V - v0)
             S = self._scores(qm2, v0, w)
-            flat = np.flatnonzero(S <= thr)  # 1-D: numpy's fast path (2-D nonzero is ~10x slower)
+            flat = np.flatnonzero(thr >= S)  # 1-D: numpy's fast path (2-D nonzero is ~10x slower)
             r, c = np.divmod(flat, w)
             rows_l.append(r)
             cols_l.append(c + v0)
@@ -685,10 +685,10 @@ def build_knn_ids(
             if progress is not False:
                 print(f"note: resuming the k-nearest table in {partial} at row {done} of {n}", file=sys.stderr, flush=True)
 
-    def checkpoint(rows: int) -> None:
+    def checkpoint(rows: int, arrays: tuple[Any, ...]) -> None:
         assert partial is not None
-        ids.flush()  # type: ignore[union-attr]
-        bound.flush()  # type: ignore[union-attr]
+        for a in arrays:  # the rows are on disk before the count that says so
+            a.flush()
         with atomic_binary(partial / "done") as f:
             f.write(str(rows).encode("ascii"))
 
@@ -703,7 +703,7 @@ def build_knn_ids(
             ids[s:e] = bi
             bound[s:e] = bb
             if partial is not None and (e == n or time.monotonic() - last >= checkpoint_seconds):
-                checkpoint(e)
+                checkpoint(e, (ids, bound))
                 last = time.monotonic()
             if bar is not None:
                 bar.update(e - s)
@@ -713,7 +713,6 @@ def build_knn_ids(
     if directory is None:
         return KnnIds(ids=ids, bound=bound, param=float(k), metric=metric_name(metric), n_vocab=V, fingerprint=fingerprint)
     assert partial is not None
-    del ids, bound  # close the writable maps before the rename
     _write_json(partial / "meta.json", {**meta, "complete": True})
     if directory.exists():
         shutil.rmtree(directory)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._blas import single_threaded_blas
 from .._optional import import_optional
 from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_positive
@@ -126,7 +127,7 @@ class RandomProjectionBinarizer(Binarizer):
 #: ITQ fits in memory (an SVD of the centred float64 matrix) up to this size; larger inputs use
 #: the blocked covariance and a row sample (:meth:`ITQBinarizer._fit_large`).
 _ITQ_IN_MEMORY_BYTES = 256 << 20
-_ITQ_SAMPLE = 100_000
+_ITQ_SAMPLE = 50_000
 
 
 class ITQBinarizer(Binarizer):
@@ -166,7 +167,7 @@ class ITQBinarizer(Binarizer):
         """The same fit for a vocabulary whose float64 copy would be large: mean and covariance
         in float64 blocks, PCA axes from the covariance's eigenvectors (each axis signed so its
         largest component is positive), and the rotation learned on a seeded sample of
-        ``_ITQ_SAMPLE`` rows (ITQ's alternating steps only need the spread of the data). The
+        ``_ITQ_SAMPLE`` (50,000) rows, in float32 (ITQ's alternating steps only need the spread of the data). The
         working set stays a few hundred MB at any vocabulary size."""
         gen = as_generator(rng)
         n, d = vectors.shape
@@ -182,19 +183,23 @@ class ITQBinarizer(Binarizer):
         for s in range(0, n, step):
             b = vectors[s : s + step].astype(np.float64) - self.mean_
             cov += b.T @ b
-        w, e = np.linalg.eigh(cov)
+        with single_threaded_blas():
+            w, e = np.linalg.eigh(cov)
         axes = e[:, np.argsort(w)[::-1][: self.n_bits]]
         axes *= np.where(axes[np.abs(axes).argmax(axis=0), np.arange(axes.shape[1])] < 0, -1.0, 1.0)
         self.pca_ = axes
         rows = np.sort(gen.choice(n, size=min(n, _ITQ_SAMPLE), replace=False))
-        v = (vectors[rows].astype(np.float64) - self.mean_) @ self.pca_
+        v = ((vectors[rows].astype(np.float64) - self.mean_) @ self.pca_).astype(np.float32)
         return self._rotate(v, gen)
 
     def _rotate(self, v: np.ndarray, rng: RNGLike) -> ITQBinarizer:
+        # v is float64 on the in-memory path, float32 on the large one (a quarter of the working set)
         r, _ = np.linalg.qr(as_generator(rng).standard_normal((self.n_bits, self.n_bits)))
+        dt = v.dtype
         for _ in range(self.n_iter):
-            b = np.where(v @ r >= 0, 1.0, -1.0)
-            u, _, wt = np.linalg.svd(v.T @ b)
+            b = np.where(v @ r.astype(dt) >= 0, dt.type(1.0), dt.type(-1.0))
+            with single_threaded_blas():  # a small SVD: threads only spin (seconds on busy cores)
+                u, _, wt = np.linalg.svd((v.T @ b).astype(np.float64))
             r = u @ wt
         self.rotation_ = r
         return self

@@ -20,8 +20,10 @@ module provides the pieces, with no dependency beyond numpy/scipy:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -108,23 +110,42 @@ def privatize_dataset(mechanism: Any, texts: Sequence[str], *, rng: RNGLike = No
     return list(mechanism.privatize(texts, rng=gen, oov=oov))
 
 
+@lru_cache(maxsize=1)
+def _ascii_separators() -> dict[int, str]:
+    """``str.translate`` table mapping every ASCII separator of the library's tokenizer (the
+    characters :func:`deniable.text.words_of` never puts in a word: whitespace, punctuation) to a
+    space. Derived from the word pattern itself, so the two cannot disagree."""
+    pattern = word_pattern()
+    table = {cp: " " for cp in range(128) if pattern.fullmatch(chr(cp)) is None}
+    # str.split() must split exactly at these characters: every ASCII whitespace is a separator
+    if any(cp not in table for cp in range(128) if chr(cp).isspace()):
+        raise RuntimeError("the word pattern keeps an ASCII whitespace character inside words; the ASCII tokenizer path does not apply")
+    return table
+
+
 def tokens_of(text: str) -> list[str]:
     """The feature tokens of ``text``: :func:`deniable.text.words_of`, each NFC-normalized and
     lower-cased exactly as an uncased vocabulary lookup does (:func:`deniable.text.lookup_key`)."""
     if text.isascii():
-        # ASCII: lower-casing the whole text changes no separator and NFC is the identity, so
-        # this equals the per-word path (one C call instead of one Python call per word)
-        return word_pattern().findall(text.lower())
+        # ASCII: lower-casing the whole text changes no separator and NFC is the identity, and
+        # the words are the runs between separators: C-level calls instead of one per word
+        return text.lower().translate(_ascii_separators()).split()
     return [lookup_key(w, lower=True) for w in words_of(text)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TokenizedTexts:
-    """Texts tokenized once (:func:`tokens_of`): all tokens in order and, per text, its token
-    count. The features, :func:`words_changed` and the membership attack all take it, so a
-    text set is tokenized once per evaluation however often it is used."""
+    """Texts tokenized once (:func:`tokens_of`), as integer codes.
 
-    tokens: list[str]
+    ``words`` holds the distinct tokens in order of first occurrence, ``codes`` the index into
+    ``words`` of every token in order, ``lengths`` each text's token count. The features,
+    :func:`words_changed` and the membership attack all take it, so a text set is tokenized
+    once per evaluation however often it is used, and everything after the tokenizer works on
+    integer arrays.
+    """
+
+    words: list[str]
+    codes: np.ndarray
     lengths: np.ndarray
 
     @property
@@ -136,6 +157,11 @@ class TokenizedTexts:
         """The text index of each token."""
         return np.repeat(np.arange(self.n_texts, dtype=np.int64), self.lengths)
 
+    @property
+    def tokens(self) -> list[str]:
+        """All tokens in order (as strings)."""
+        return [self.words[i] for i in self.codes.tolist()]
+
 
 def tokenize_texts(texts: Sequence[str] | TokenizedTexts) -> TokenizedTexts:
     """:class:`TokenizedTexts` of ``texts`` (returned as is when already tokenized)."""
@@ -143,8 +169,12 @@ def tokenize_texts(texts: Sequence[str] | TokenizedTexts) -> TokenizedTexts:
         return texts
     texts = _check_texts("texts", texts)
     per_text = [tokens_of(t) for t in texts]
-    lengths = np.fromiter((len(t) for t in per_text), dtype=np.int64, count=len(per_text))
-    return TokenizedTexts([w for ws in per_text for w in ws], lengths)
+    lengths = np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text))
+    tokens = list(itertools.chain.from_iterable(per_text))
+    words = list(dict.fromkeys(tokens))  # distinct tokens, first occurrence first
+    index = {w: i for i, w in enumerate(words)}
+    codes = np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    return TokenizedTexts(words, codes, lengths)
 
 
 def words_changed(original: Sequence[str] | TokenizedTexts, privatized: Sequence[str] | TokenizedTexts) -> tuple[int, int]:
@@ -167,15 +197,14 @@ def words_changed(original: Sequence[str] | TokenizedTexts, privatized: Sequence
     if not m.any():
         return total, total
     # positions j < m_i of every text i, in a's and in b's flat token order
-    start_a = np.concatenate([[0], np.cumsum(a.lengths)[:-1]])
-    start_b = np.concatenate([[0], np.cumsum(b.lengths)[:-1]])
+    start_a = np.cumsum(a.lengths) - a.lengths
+    start_b = np.cumsum(b.lengths) - b.lengths
     within = np.arange(int(m.sum()), dtype=np.int64) - np.repeat(np.cumsum(m) - m, m)
     ia = np.repeat(start_a, m) + within
     ib = np.repeat(start_b, m) + within
-    codes: dict[str, int] = {}
-    ca = np.fromiter((codes.setdefault(w, len(codes)) for w in a.tokens), dtype=np.int64, count=len(a.tokens))
-    cb = np.fromiter((codes.setdefault(w, len(codes)) for w in b.tokens), dtype=np.int64, count=len(b.tokens))
-    same = int((ca[ia] == cb[ib]).sum())
+    index = {w: i for i, w in enumerate(a.words)}
+    b_in_a = np.fromiter((index.get(w, -1) for w in b.words), dtype=np.int64, count=len(b.words))  # -1: not in a
+    same = int((a.codes[ia] == b_in_a[b.codes[ib]]).sum())
     return total - same, total
 
 
@@ -211,21 +240,18 @@ class BagOfWords:
         """Learn the vocabulary (sorted words) and document frequencies from ``texts`` (or
         :class:`TokenizedTexts`)."""
         tok = tokenize_texts(texts)
-        tokens, rows = tok.tokens, tok.rows
-        first: dict[str, int] = {}
-        ids = np.fromiter((first.setdefault(w, len(first)) for w in tokens), dtype=np.int64, count=len(tokens))
-        V = len(first)
-        pairs = np.unique(rows * max(V, 1) + ids)  # (text, word) pairs, once each
-        df_by_id = np.bincount(pairs % max(V, 1), minlength=V)
-        words = sorted(first)
-        vocab = np.array(words, dtype=object)
-        df = df_by_id[np.fromiter((first[w] for w in words), dtype=np.int64, count=V)]
+        V = len(tok.words)
+        pairs = np.unique(tok.rows * max(V, 1) + tok.codes)  # (text, word) pairs, once each
+        df_by_code = np.bincount(pairs % max(V, 1), minlength=V)
+        order = sorted(range(V), key=tok.words.__getitem__)
+        vocab = np.array([tok.words[i] for i in order], dtype=object)
+        df = df_by_code[np.asarray(order, dtype=np.int64)]
         keep = df >= self.min_df
         if self.max_features is not None and keep.sum() > self.max_features:
-            order = np.lexsort((np.arange(len(vocab)), -df))  # df descending, then word order
-            order = order[keep[order]][: self.max_features]
+            order_df = np.lexsort((np.arange(len(vocab)), -df))  # df descending, then word order
+            order_df = order_df[keep[order_df]][: self.max_features]
             keep = np.zeros(len(vocab), dtype=bool)
-            keep[order] = True
+            keep[order_df] = True
         self.vocabulary_ = vocab[keep]
         self._index = {w: i for i, w in enumerate(self.vocabulary_.tolist())}
         n = tok.n_texts
@@ -247,9 +273,9 @@ class BagOfWords:
         self._check_fitted()
         tok = tokenize_texts(texts)
         vocab = self.vocabulary_
-        tokens, rows = tok.tokens, tok.rows
         get = self._index.get
-        cols = np.fromiter((get(w, -1) for w in tokens), dtype=np.int64, count=len(tokens))
+        col_of_code = np.fromiter((get(w, -1) for w in tok.words), dtype=np.int64, count=len(tok.words))
+        rows, cols = tok.rows, col_of_code[tok.codes]
         found = cols >= 0
         rows, cols = rows[found], cols[found]
         X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(tok.n_texts, len(vocab)))

@@ -137,11 +137,11 @@ def load_embedding(
     folder: Path | None = None
     if format != "npz" and (cache or (cache is None and path.stat().st_size >= CACHE_MIN_BYTES)):
         folder = _binary_cache_folder(path, format, limit)
-        emb = _load_binary_cache(folder)
-        if emb is not None:
-            emb.source = str(path)
-            emb._origin = (_reload, str(path.resolve()), format, limit)
-            return emb
+        cached = _load_binary_cache(folder)
+        if cached is not None:
+            cached.source = str(path)
+            cached._origin = (_reload, str(path.resolve()), format, limit)
+            return cached
     if format == "npz":
         emb = _load_npz(path, limit)
     elif format == "word2vec-binary":

@@ -662,17 +662,19 @@ def build_knn_ids(
         partial = directory.with_name(directory.name + ".partial")
         old = _read_meta(partial) if partial.is_dir() and not rebuild else None
         same = old is not None and all(old.get(key) == meta[key] for key in ("n_rows", "k", "n_vocab", "metric", "fingerprint"))
-        ids = bound = None  # type: ignore[assignment]
+        opened: tuple[np.ndarray, np.ndarray] | None = None
         if same:
             try:
                 done = int((partial / "done").read_text(encoding="ascii"))
-                ids = np.load(partial / "ids.npy", mmap_mode="r+", allow_pickle=False)
-                bound = np.load(partial / "bound.npy", mmap_mode="r+", allow_pickle=False)
-                if ids.shape != (n, kk) or bound.shape != (n,) or not 0 <= done <= n:
+                opened = (
+                    np.load(partial / "ids.npy", mmap_mode="r+", allow_pickle=False),
+                    np.load(partial / "bound.npy", mmap_mode="r+", allow_pickle=False),
+                )
+                if opened[0].shape != (n, kk) or opened[1].shape != (n,) or not 0 <= done <= n:
                     raise ValueError("shape")
             except (OSError, ValueError):
-                done, ids, bound = 0, None, None
-        if ids is None:
+                done, opened = 0, None
+        if opened is None:
             if partial.exists():
                 shutil.rmtree(partial)
             partial.mkdir(parents=True)
@@ -680,10 +682,12 @@ def build_knn_ids(
             bound = np.lib.format.open_memmap(partial / "bound.npy", mode="w+", dtype=np.float64, shape=(n,))
             _write_json(partial / "meta.json", meta)
             (partial / "done").write_text("0", encoding="ascii")
-        elif done:
-            logging.getLogger("deniable").info("resuming the k-nearest table in %s at row %d of %d", partial, done, n)
-            if progress is not False:
-                print(f"note: resuming the k-nearest table in {partial} at row {done} of {n}", file=sys.stderr, flush=True)
+        else:
+            ids, bound = opened
+            if done:
+                logging.getLogger("deniable").info("resuming the k-nearest table in %s at row %d of %d", partial, done, n)
+                if progress is not False:
+                    print(f"note: resuming the k-nearest table in {partial} at row {done} of {n}", file=sys.stderr, flush=True)
 
     def checkpoint(rows: int, arrays: tuple[Any, ...]) -> None:
         assert partial is not None

@@ -393,12 +393,20 @@ class _KnnF32:
         sc = np.empty((m, kc), dtype=np.float32)
         ok = counts >= kc
         if ok.any():
-            order = np.lexsort((c, v, r))  # by row, then score (ties: lower id first)
+            # group by row (a stable integer sort) into a padded (m, max count) array, then one
+            # partition per row picks its kc lowest (ties at the cut: any, the bound stays valid)
+            order = np.argsort(r, kind="stable")
             starts = np.zeros(m, dtype=np.int64)
             np.cumsum(counts[:-1], out=starts[1:])
-            pos = starts[ok][:, None] + np.arange(kc)
-            ids[ok] = c[order[pos]]
-            sc[ok] = v[order[pos]]
+            rs = r[order]
+            pos = np.arange(rs.size) - starts[rs]
+            dense_v = np.full((m, int(counts.max())), np.inf, dtype=np.float32)
+            dense_c = np.zeros(dense_v.shape, dtype=np.int64)
+            dense_v[rs, pos] = v[order]
+            dense_c[rs, pos] = c[order]
+            sel = np.argpartition(dense_v[ok], kc - 1, axis=1)[:, :kc]
+            ids[ok] = np.take_along_axis(dense_c[ok], sel, axis=1)
+            sc[ok] = np.take_along_axis(dense_v[ok], sel, axis=1)
         if not ok.all():
             few = np.flatnonzero(~ok)
             ids[few], sc[few] = self._lowest_full(qm2[few])
@@ -415,9 +423,10 @@ class _KnnF32:
         s_cut = cs.max(axis=1).astype(np.float64)
         q64 = qb.astype(np.float64)
         d = np.empty((m, kc))
-        for j in range(m):  # exact distances to the candidates, one small (kc x dim) block per row
-            diff = self.X[part[j]].astype(np.float64) - q64[j]
-            d[j] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        rows = max(1, (8 << 20) // (8 * kc * self.X.shape[1]))
+        for j in range(0, m, rows):  # exact distances to the candidates, a few rows at a time
+            diff = self.X[part[j : j + rows]].astype(np.float64) - q64[j : j + rows, None, :]
+            d[j : j + rows] = np.sqrt(np.einsum("rij,rij->ri", diff, diff))
         order = np.lexsort((part, d), axis=1)[:, :k]
         ids = np.take_along_axis(part, order, axis=1).astype(np.int32)
         dk = np.take_along_axis(d, order, axis=1)

@@ -44,7 +44,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[1] / "shared" / "data"
 LEVELS = (2.0, 10.0, 20.0)
-MECH_ORDER = ("none", "madlib", "mahalanobis", "tem", "brr", "santext", "santext_plus", "custext")
+MECH_ORDER = ("none", "madlib", "mahalanobis", "vickrey", "tem", "brr", "santext", "santext_plus", "custext", "truncated_gumbel", "diffractor")
+#: Mechanisms bound by an exact nearest-neighbour search per word (run after the others).
+SLOW = {"madlib": 2, "mahalanobis": 2, "vickrey": 2}
+DATASETS = ("sms", "imdb", "movies", "blogs")
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -68,8 +71,20 @@ def load_dataset(name: str, data: Path, limit: int | None = None):
         tr = [r for r in rows if r["split"] == "train"]
         te = [r for r in rows if r["split"] == "test"]
         out = ([r["review"] for r in tr], [r["sentiment"] for r in tr], [r["review"] for r in te], [r["sentiment"] for r in te])
+    elif name == "movies":
+        # Pang & Lee's sentence polarity v2.0 (NLTK movie_reviews): 1,000 pos + 1,000 neg reviews,
+        # no official split: a fixed 80/20 split (permutation seed 0), as for SMS
+        import zipfile
+
+        with zipfile.ZipFile(data / "corpora" / "movie_reviews.zip") as z:
+            names = sorted(n for n in z.namelist() if n.endswith(".txt") and n.split("/")[1] in ("pos", "neg"))
+            rows = [{"text": z.read(n).decode("utf-8"), "label": n.split("/")[1]} for n in names]
+        perm = np.random.default_rng(0).permutation(len(rows))
+        n_train = round(0.8 * len(rows))
+        tr, te = perm[:n_train], perm[n_train:]
+        out = ([rows[i]["text"] for i in tr], [rows[i]["label"] for i in tr], [rows[i]["text"] for i in te], [rows[i]["label"] for i in te])
     else:
-        raise SystemExit(f"unknown dataset {name!r}")
+        raise SystemExit(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
     if limit:
         g = np.random.default_rng(1)
         a = np.sort(g.choice(len(out[0]), min(limit, len(out[0])), replace=False))
@@ -146,13 +161,17 @@ def run_classification_unit(args, dname, mname, level, eps, seed) -> dict:
 
     xtr, ytr, xte, yte = _data(args, dname)
     mech = None if mname == "none" else build_mechanism(mname, eps, args.gpu)
-    rec = {"dataset": dname, "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech)}
+    rec = {"dataset": dname, "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech),
+           "load_before": os.getloadavg()[0]}
+    cpu0 = time.process_time()
     res = evaluate_mechanism(mech, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 12, int(round(level * 1000))]),
                              classifier=TextClassifier(alpha=args.alpha, tol=1e-6), min_simulations=args.min_simulations, samples=args.samples,
                              audit_classifier=TextClassifier(alpha=args.audit_alpha, tol=1e-6) if args.audit_alpha else None)
     res.pop("mechanism", None)
     res.pop("epsilon", None)
     rec.update(res)
+    rec["cpu_s"] = time.process_time() - cpu0  # CPU seconds of this process (all its threads)
+    rec["load_after"] = os.getloadavg()[0]
     return rec
 
 
@@ -198,9 +217,11 @@ def units(args, ratios: dict) -> list[tuple]:
         for seed in range(args.seeds):
             for level in levels:
                 for m in mechs:
-                    r = ratios.get(m, 1.0 if m in ("madlib", "tem") else None)
-                    if r is None:
-                        continue
+                    if m not in ratios and m != "madlib":
+                        raise SystemExit(f"no privacy ratio for {m!r} in --ratios; run --compute-ratios first")
+                    r = 1.0 if m == "madlib" else ratios[m]
+                    if r is None:  # no finite ratio: run at the level's ε ("same ε", not a match)
+                        r = 1.0
                     out.append((dname, m, level, float(r * level), seed))
     return out
 
@@ -224,8 +245,8 @@ def run(args) -> None:
     todo = [u for u in units(args, ratios) if (u[0], u[1], float(u[2]), int(u[4])) not in done]
     # heaviest first so the pool stays busy at the end
     # fast mechanisms over every seed first (a partial run still covers their whole grid)
-    slow = {"madlib": 2, "mahalanobis": 2}
-    todo.sort(key=lambda u: (slow.get(u[1], 0), u[4], u[2]))
+    mech_rank = {m: i for i, m in enumerate(args.mechanisms.split(","))} if args.mechanisms else {}
+    todo.sort(key=lambda u: (SLOW.get(u[1], 0), u[4], u[2], mech_rank.get(u[1], 0)))
     print(f"{len(done)} units done, {len(todo)} to run; machine {platform.platform()}, cpus {os.cpu_count()}, jobs {args.jobs}, gpu {args.gpu}", flush=True)
     from tqdm import tqdm
 
@@ -348,7 +369,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
         groups[(r["dataset"], r["mechanism"], float(r["level"]))].append(r)
     order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)
     lines = []
-    for d in [x for x in ("sms", "imdb", "blogs") if any(k[0] == x for k in groups)]:
+    for d in [x for x in DATASETS if any(k[0] == x for k in groups)]:
         keys = sorted((k for k in groups if k[0] == d), key=lambda k: (k[2], order(k[1])))
         lines += [f"### {d}", ""]
         if d == "blogs":
@@ -376,6 +397,19 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
                     f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} |{audit_cell} {_ci95([100 * s for s in sim]) if sim else '—'} |"
                 )
         lines.append("")
+    lines += ["### time per unit (median over units; seconds)", "",
+              "| data set | mechanism | units | wall | CPU | privatizing | fit + tokenizing | inversion | MIA | load avg |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    med = lambda rs, key: f"{np.median([r[key] for r in rs]):.0f}" if all(key in r for r in rs) else "—"  # noqa: E731
+    by_dm: dict = defaultdict(list)
+    for r in recs:
+        by_dm[(r["dataset"], r["mechanism"])].append(r)
+    for (d, m) in sorted(by_dm, key=lambda k: (DATASETS.index(k[0]) if k[0] in DATASETS else 9, order(k[1]))):
+        rs = by_dm[(d, m)]
+        load = f"{np.median([r['load_before'] for r in rs]):.1f}" if all("load_before" in r for r in rs) else "—"
+        lines.append(f"| {d} | {m} | {len(rs)} | {med(rs, 'seconds')} | {med(rs, 'cpu_s')} | {med(rs, 'privatize_s')} | {med(rs, 'fit_s')} | "
+                     f"{med(rs, 'inversion_s')} | {med(rs, 'mia_s')} | {load} |")
+    lines.append("")
     if plots:
         _plots(out_dir, groups)
     return "\n".join(lines)
@@ -422,7 +456,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="build/eval")
     p.add_argument("--data", default=str(DATA), help="the shared data folder")
-    p.add_argument("--datasets", default="sms", help="comma list of sms, imdb, blogs")
+    p.add_argument("--datasets", default="sms", help="comma list of sms, imdb, movies, blogs")
     p.add_argument("--mechanisms", default="", help="comma list (default: every registered mechanism)")
     p.add_argument("--levels", default=",".join(f"{x:g}" for x in LEVELS), help="privacy levels as Madlib epsilons")
     p.add_argument("--seeds", type=int, default=3)

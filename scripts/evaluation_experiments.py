@@ -400,7 +400,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
     lines += ["### time per unit (median over units; seconds)", "",
               "| data set | mechanism | units | wall | CPU | privatizing | fit + tokenizing | inversion | MIA | load avg |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    med = lambda rs, key: f"{np.median([r[key] for r in rs]):.0f}" if all(key in r for r in rs) else "—"  # noqa: E731
+    med = lambda rs, key: f"{np.median([r[key] for r in rs]):.0f}" if all(key in r for r in rs) else "—"
     by_dm: dict = defaultdict(list)
     for r in recs:
         by_dm[(r["dataset"], r["mechanism"])].append(r)

@@ -169,19 +169,26 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
     res["rss_held_gb"] = _rss_now_gb()
     _reset_peak()
     ids = rng.integers(0, sample_rows, n_words)
+    # Three rounds, each timing the mechanism and then the GEMM bound; the best of each is kept,
+    # so a load spike on this shared machine does not land on one side of the ratio only.
+    res["words_per_s"] = None
+    res["gemm_bound_words_per_s"] = None
+    rounds = 3
     if mech != "tem" or tem_full_max >= V or sample_rows < V:
         m.sample_ids(ids[: min(256, n_words)], rng=1)  # warm-up (and TEM's lazy tables)
-        t = time.perf_counter()
-        m.sample_ids(ids, rng=2)
-        res["words_per_s"] = n_words / (time.perf_counter() - t)
-    else:
-        res["words_per_s"] = None
+        best = 0.0
+        for i in range(rounds):
+            t = time.perf_counter()
+            m.sample_ids(ids, rng=2 + i)
+            best = max(best, n_words / (time.perf_counter() - t))
+            if mech != "brr":
+                res["gemm_bound_words_per_s"] = max(res["gemm_bound_words_per_s"] or 0.0, _gemm_bound(data.vectors, n_words, rng, repeat=1))
+        res["words_per_s"] = best
     res["rss_sample_gb"] = _status_gb("VmHWM")
     res["rss_process_peak_gb"] = _peak_gb()
     if mech != "brr":
-        res["gemm_bound_words_per_s"] = _gemm_bound(data.vectors, n_words, rng)
+        res["gemm_bound_words_per_s"] = max(res["gemm_bound_words_per_s"] or 0.0, _gemm_bound(data.vectors, n_words, rng))
     else:
-        res["gemm_bound_words_per_s"] = None
         # exact Hamming scan: code bytes read per second, against a plain read of the codes
         codes = data.codes
         dst = np.empty_like(codes)

@@ -366,13 +366,19 @@ class TEM(EmbeddingMechanism):
 
     # -- sampling --------------------------------------------------------------------------
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if self.storage == "compact":
-            return self._sample_ids_compact(ids, rng)
-        T = self._get_tables()
-        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
+        V = self.n_words
         rows = np.where(ids == UNK_ID, V, ids)
-        out = np.empty(ids.shape[0], dtype=np.int64)
-        pending = np.arange(ids.shape[0])
+        if self.storage == "compact":  # tables for the distinct rows of this batch only
+            uniq, inv = np.unique(rows, return_inverse=True)
+            return self._rejection_rounds(self._compact_tables(uniq), inv, uniq, rng)
+        return self._rejection_rounds(self._get_tables(), rows, None, rng)
+
+    def _rejection_rounds(self, T: _Tables, rows: np.ndarray, points: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+        """The exact rejection sampler (class docs) for one token per entry of ``rows`` (rows of
+        ``T``); ``points[r]`` is the input point of table row r (``None``: r itself)."""
+        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
+        out = np.empty(rows.shape[0], dtype=np.int64)
+        pending = np.arange(rows.shape[0])
         n_halvings = max(1, int(T.max_count).bit_length())
         while pending.size:
             r = rows[pending]
@@ -398,11 +404,12 @@ class TEM(EmbeddingMechanism):
             tok = pending[rest]
             ru = r[rest]
             y = rng.integers(0, V, size=ru.size)
-            accept = T.complete[ru]
+            accept = T.complete[ru]  # a copy (fancy indexing)
             check = np.flatnonzero(~accept)
             if check.size:
                 rc = ru[check]
-                d = row_distances(self._pts, self.embedding.vectors, rc, y[check], self.metric)
+                pc = rc if points is None else points[rc]
+                d = row_distances(self._pts, self.embedding.vectors, pc, y[check], self.metric)
                 log_ratio = np.minimum(-a * (np.minimum(d, g) - T.env[rc]), 0.0)
                 accept[check] = rng.random(check.size) < np.exp(log_ratio)
             out[tok[accept]] = y[accept]
@@ -426,53 +433,25 @@ class TEM(EmbeddingMechanism):
         cum = np.cumsum(w, axis=1)
         return nid, cum, cum[:, -1].copy(), V * np.exp(shift - a * env), complete, env
 
-    def _sample_ids_compact(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _compact_tables(self, rows: np.ndarray) -> _Tables:
+        """:class:`_Tables` for the given table rows only (row i of the result is ``rows[i]``),
+        from the compact table with exact distances recomputed, ``_COMPACT_ROWS`` rows at a time."""
         nb = self.precompute()
         assert isinstance(nb, KnnIds)
-        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
-        rows = np.where(ids == UNK_ID, V, ids)
-        uniq, inv = np.unique(rows, return_inverse=True)
-        U, K = uniq.size, nb.k
+        U, K = rows.size, nb.k
         nid = np.empty((U, K), dtype=np.int32)
         cum = np.empty((U, K))
         list_mass, unif_mass, env = np.empty(U), np.empty(U), np.empty(U)
         complete = np.empty(U, dtype=bool)
         for c0 in range(0, U, _COMPACT_ROWS):
             sl = slice(c0, c0 + _COMPACT_ROWS)
-            nid[sl], cum[sl], list_mass[sl], unif_mass[sl], complete[sl], env[sl] = self._row_weights(nb, uniq[sl])
-        out = np.empty(ids.shape[0], dtype=np.int64)
-        pending = np.arange(ids.shape[0])
-        while pending.size:
-            u = inv[pending]
-            S = list_mass[u]
-            x = rng.random(u.size) * (S + unif_mass[u])
-            from_list = x < S
-            if from_list.any():  # inverse CDF within the row: the first entry whose cumulative weight exceeds x
-                ul, xl = u[from_list], x[from_list]
-                lo = np.zeros(ul.size, dtype=np.int64)
-                hi = np.full(ul.size, K - 1, dtype=np.int64)
-                for _ in range(max(1, K.bit_length())):  # vectorized binary search, O(tokens) memory
-                    mid = (lo + hi) >> 1
-                    right = cum[ul, mid] <= xl
-                    lo = np.where(right, mid + 1, lo)
-                    hi = np.where(right, hi, mid)
-                out[pending[from_list]] = nid[ul, lo]
-            rest = ~from_list
-            if not rest.any():
-                break
-            tok = pending[rest]
-            ur = u[rest]
-            y = rng.integers(0, V, size=ur.size)
-            accept = complete[ur].copy()
-            check = np.flatnonzero(~accept)
-            if check.size:
-                uc = ur[check]
-                d = row_distances(self._pts, self.embedding.vectors, uniq[uc], y[check], self.metric)
-                log_ratio = np.minimum(-a * (np.minimum(d, g) - env[uc]), 0.0)
-                accept[check] = rng.random(check.size) < np.exp(log_ratio)
-            out[tok[accept]] = y[accept]
-            pending = tok[~accept]
-        return out
+            nid[sl], cum[sl], list_mass[sl], unif_mass[sl], complete[sl], env[sl] = self._row_weights(nb, rows[sl])
+        # every row holds K entries; those beyond the listed words have zero weight, and a draw
+        # below S_r never reaches them
+        return _Tables(
+            np.arange(U, dtype=np.int64) * K, np.full(U, K, dtype=np.int64), nid.reshape(-1), cum.reshape(-1),
+            list_mass, unif_mass, complete, env, K,
+        )
 
     def _compact_summary(self, n_rows: int = 4096) -> dict[str, float]:
         nb = self.precompute()

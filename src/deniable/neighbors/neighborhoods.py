@@ -238,13 +238,7 @@ def knn_neighborhoods(
     of them (every other word is at least that far), or ``inf`` when k ≥ ``len(vectors)``.
     Ties at the k-th distance are cut arbitrarily (the bound stays valid).
     """
-    k = check_int("k", k, minimum=1)
-    memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
-    if not isinstance(queries, _StackedRows):
-        queries = np.atleast_2d(queries)
-    n, V = queries.shape[0], vectors.shape[0]
-    kk = min(k, V)
-    kernel = _knn_kernel(queries, vectors, kk, metric, memory_bytes)
+    queries, n, V, kk, kernel = _knn_setup(queries, vectors, k, metric, memory_bytes)
     ids = np.empty((n, kk), dtype=np.int32)
     dists = np.empty((n, kk), dtype=np.float64)
     bound = np.empty(n, dtype=np.float64)
@@ -467,6 +461,17 @@ class _KnnGeneric:
         return ids, dk, bound
 
 
+def _knn_setup(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> tuple[Any, int, int, int, _KnnF32 | _KnnGeneric]:
+    """Validated (queries, n rows, V, min(k, V), block kernel) for the k-nearest builders."""
+    k = check_int("k", k, minimum=1)
+    memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
+    if not isinstance(queries, _StackedRows):
+        queries = np.atleast_2d(queries)
+    n, V = queries.shape[0], vectors.shape[0]
+    kk = min(k, V)
+    return queries, n, V, kk, _knn_kernel(queries, vectors, kk, metric, memory_bytes)
+
+
 def _knn_kernel(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> _KnnF32 | _KnnGeneric:
     kk = min(k, vectors.shape[0])
     if (
@@ -651,13 +656,7 @@ def build_knn_ids(
     ``directory`` in one step, so ``directory`` only ever holds a complete table.
     ``rebuild=True`` discards a partial build and an existing table.
     """
-    k = check_int("k", k, minimum=1)
-    memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
-    if not isinstance(queries, _StackedRows):
-        queries = np.atleast_2d(queries)
-    n, V = queries.shape[0], vectors.shape[0]
-    kk = min(k, V)
-    kernel = _knn_kernel(queries, vectors, kk, metric, memory_bytes)
+    queries, n, V, kk, kernel = _knn_setup(queries, vectors, k, metric, memory_bytes)
     meta = {
         "format": "deniable-knn-ids",
         "version": KNN_IDS_VERSION,

@@ -128,7 +128,7 @@ class TEM(EmbeddingMechanism):
     it is cached per γ and only practical where the neighbourhoods are small (large ε).
 
     **Large vocabularies** (``storage="compact"``, automatic above 8 million table entries, e.g.
-    |W| > 62,000 at k = 128): the cache keeps only the neighbour ids (int32, memory-mapped) and
+    more than 62,000 words at k = 128): the cache keeps only the neighbour ids (int32, memory-mapped) and
     b_w, 4 bytes an entry instead of the 12 of ids plus distances and the 16 more of in-memory
     sampling tables; the build is resumable (see
     :func:`deniable.neighbors.neighborhoods.build_knn_ids`). For each batch the sampler

@@ -437,7 +437,7 @@ def _plots(out_dir: Path, groups: dict) -> None:
                     xs.append(b.mean())
                     ys.append(a.mean())
                     es.append(1.96 * a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else 0)
-                ax[j].errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=m)
+                ax[j].errorbar(xs, ys, yerr=es, marker="os^vD<>pPX*"[MECH_ORDER.index(m) % 11 if m in MECH_ORDER else 0], capsize=3, label=m)
                 for x, y, k in zip(xs, ys, ks):
                     ax[j].annotate(f"{k[2]:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
                 ax[j].set_xlabel(title + " — privacy risk →")
@@ -445,6 +445,7 @@ def _plots(out_dir: Path, groups: dict) -> None:
         if base:
             for j in range(2):
                 ax[j].axhline(100 * base[0]["acc_clean"], color="grey", ls="--", lw=1, label="no privacy")
+            ax[1].axvline(base[0]["mia"]["auc"], color="grey", ls=":", lw=1, label="MIA AUC without privacy")
         ax[0].legend(fontsize=7)
         fig.suptitle(f"{d}: utility vs attack success (labels: privacy level = Madlib ε; bars: 95% CI over seeds)")
         fig.tight_layout()

@@ -91,3 +91,10 @@ def test_membership_from_precomputed_features_is_identical():
     assert plain.train_accuracy == float(np.mean(clf.predict(texts[:200]) == labels[:200]))
     with pytest.raises(ValueError, match="rows"):
         membership_scores_result(clf, a, labels[:200], b, labels[200:], features=(clf.transform(b)[:10], clf.transform(b)))
+
+
+def test_ascii_fast_path_on_every_pair_of_ascii_characters():
+    for i in range(128):
+        for j in range(128):
+            s = f"a{chr(i)}B{chr(j)}c"
+            assert tokens_of(s) == [lookup_key(w, lower=True) for w in words_of(s)], repr(s)

@@ -90,22 +90,27 @@ class Binarizer(ABC):
         dimensions (``None``: no limit)."""
         return None
 
-    def _centre(self, vectors: np.ndarray) -> np.ndarray:
-        x = np.asarray(vectors, dtype=np.float64)
-        if x.ndim != 2:
-            raise ValueError(f"vectors must be a 2-D array (n_words, dim), got shape {x.shape}")
-        if x.shape[0] < 2:
+    def _check_shape(self, shape: tuple[int, ...]) -> None:
+        """The input checks of every fit: a (n_words >= 2, dim) matrix and n_bits within
+        :meth:`max_bits`."""
+        if len(shape) != 2:
+            raise ValueError(f"vectors must be a 2-D array (n_words, dim), got shape {shape}")
+        if shape[0] < 2:
             raise ValueError(
                 f"binarizing needs at least 2 words (the codes are fitted on the vocabulary's spread), "
-                f"got n_words={x.shape[0]}; use a larger vocabulary"
+                f"got n_words={shape[0]}; use a larger vocabulary"
             )
-        limit = self.max_bits(x.shape[0], x.shape[1])
+        limit = self.max_bits(shape[0], shape[1])
         if limit is not None and self.n_bits > limit:
             raise ValueError(
                 f"the {self.name!r} binarizer needs n_bits <= min(n_words, dim) = {limit}, got n_bits={self.n_bits} "
-                f"(n_words={x.shape[0]}, dim={x.shape[1]}); use n_bits <= {limit}, more words, "
+                f"(n_words={shape[0]}, dim={shape[1]}); use n_bits <= {limit}, more words, "
                 f"or method='random-projection' or 'autoencoder' (no such limit)"
             )
+
+    def _centre(self, vectors: np.ndarray) -> np.ndarray:
+        x = np.asarray(vectors, dtype=np.float64)
+        self._check_shape(x.shape)
         self.mean_ = x.mean(axis=0)
         return x - self.mean_
 
@@ -171,10 +176,8 @@ class ITQBinarizer(Binarizer):
         ``_ITQ_SAMPLE`` (50,000) rows, in float32 (ITQ's alternating steps only need the spread of the data). The
         working set stays a few hundred MB at any vocabulary size."""
         gen = as_generator(rng)
+        self._check_shape(vectors.shape)
         n, d = vectors.shape
-        limit = self.max_bits(n, d)
-        if limit is not None and self.n_bits > limit:
-            self._centre(vectors[: max(2, limit)])  # raises the usual message
         step = max(1, (32 << 20) // (8 * d))
         total = np.zeros(d)
         for s in range(0, n, step):

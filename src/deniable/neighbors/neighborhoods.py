@@ -338,6 +338,7 @@ class _KnnF32:
         # scores and the comparison mask stay cache-sized and within memory_bytes.
         self.step = 256
         self.width = int(min(V, max(self.kc, min(_TILE_BYTES, memory_bytes // 2) // (4 * self.step))))
+        self._bufs: tuple[np.ndarray, np.ndarray] | None = None  # scores and mask, (step x width)
         self.use_sample = 64 * self.kc <= V
         if self.use_sample:
             self.Xs = np.ascontiguousarray(self.X[::_SAMPLE_STRIDE])  # a 1/16 copy: the threshold sample
@@ -370,10 +371,11 @@ class _KnnF32:
         thr = np.partition(Ss, self.j, axis=1)[:, self.j : self.j + 1]
         del Ss
         rows_l, cols_l, vals_l = [], [], []
-        # one scores buffer and one mask buffer for all tiles: fresh large arrays per tile would
+        # one scores buffer and one mask buffer for all tiles and blocks: fresh large arrays would
         # be new zero pages from the kernel each time (page faults on a third of the cells' traffic)
-        s_buf = np.empty(m * self.width, dtype=np.float32)
-        m_buf = np.empty(m * self.width, dtype=bool)
+        if self._bufs is None:
+            self._bufs = (np.empty(self.step * self.width, dtype=np.float32), np.empty(self.step * self.width, dtype=bool))
+        s_buf, m_buf = self._bufs
         for v0 in range(0, V, self.width):
             w = min(self.width, V - v0)
             S = s_buf[: m * w].reshape(m, w)

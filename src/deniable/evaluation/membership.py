@@ -23,7 +23,7 @@ import numpy as np
 import scipy.stats
 
 from .._rng import RNGLike, as_generator, spawn
-from .utility import TextClassifier, TokenizedTexts, _check_labels, _check_texts, privatize_dataset
+from .utility import TextClassifier, TokenizedTexts, _check_labels, _check_texts, _softmax_rows, privatize_dataset
 
 __all__ = ["MembershipResult", "auc_interval", "example_losses", "membership_inference", "membership_scores_result"]
 
@@ -66,9 +66,7 @@ def _scores(classifier: TextClassifier, texts: Any, labels: Any, X: Any = None) 
     model = classifier.model
     Z = model.decision_function(X)
     pred = model.classes_[np.argmax(Z, axis=1)]  # = model.predict(X)
-    Z -= Z.max(axis=1, keepdims=True)  # = model.predict_proba(X)
-    E = np.exp(Z)
-    P = E / E.sum(axis=1, keepdims=True)
+    P = _softmax_rows(Z)  # = model.predict_proba(X), from the same scores
     classes = model.classes_
     pos = np.searchsorted(classes, y)
     pos = np.minimum(pos, len(classes) - 1)

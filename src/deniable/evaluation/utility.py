@@ -392,13 +392,17 @@ class LogisticRegression:
         return np.asarray(X @ self.coef_) + self.intercept_
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        Z = self.decision_function(X)
-        Z -= Z.max(axis=1, keepdims=True)
-        E = np.exp(Z)
-        return E / E.sum(axis=1, keepdims=True)
+        return _softmax_rows(self.decision_function(X))
 
     def predict(self, X: Any) -> np.ndarray:
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+
+
+def _softmax_rows(Z: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of class scores (in place on ``Z``, shifted by each row's maximum)."""
+    Z -= Z.max(axis=1, keepdims=True)
+    E = np.exp(Z)
+    return E / E.sum(axis=1, keepdims=True)
 
 
 class TextClassifier:

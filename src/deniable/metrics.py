@@ -145,9 +145,9 @@ def _paired_builtin(name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     if name == "hamming":
         x = np.bitwise_xor(np.asarray(A, dtype=np.uint64), np.asarray(B, dtype=np.uint64))
         return np.bitwise_count(x).sum(axis=1, dtype=np.int64).astype(np.float64)
-    A = np.asarray(A, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
     if name == "angular":
+        A = np.asarray(A, dtype=np.float64)
+        B = np.asarray(B, dtype=np.float64)
         na = np.linalg.norm(A, axis=1, keepdims=True)
         nb = np.linalg.norm(B, axis=1, keepdims=True)
         if (na == 0).any() or (nb == 0).any():
@@ -155,7 +155,8 @@ def _paired_builtin(name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         diff = A / na - B / nb
         chord = np.sqrt(np.einsum("ij,ij->i", diff, diff))
         return 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
-    diff = A - B
+    # float32 inputs are widened inside the subtraction (exact, no float64 copies of A and B)
+    diff = np.subtract(A, B, dtype=np.float64)
     if name == "euclidean":
         return np.sqrt(np.einsum("ij,ij->i", diff, diff))
     np.abs(diff, out=diff)

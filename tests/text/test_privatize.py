@@ -189,3 +189,51 @@ def test_summary_names_the_useful_range_from_the_shipped_calibration():
     lo, hi = summary.useful_range
     assert 1 < lo < hi < 100
     assert "useful range on this vocabulary" in summary.warnings()[0]
+
+
+def test_ascii_pattern_splits_like_the_full_pattern():
+    """The ASCII fast path is the same tokenizer: every pair of ASCII characters, and words
+    around them, split identically with both patterns."""
+    from deniable.text.tokenize import ascii_word_pattern, word_pattern
+
+    full, small = word_pattern(), ascii_word_pattern()
+    chars = [chr(c) for c in range(128)]
+    for a in chars:
+        for b in chars:
+            t = f"x{a}{b}y {a}z{b}"
+            assert small.split(t) == full.split(t), repr(t)
+
+
+class _Shift:
+    """A deterministic stand-in mechanism: word id i → (i + 1) mod V (UNK → 0)."""
+
+    vocabulary = EMB
+
+    def sample_ids(self, ids, rng=None):
+        ids = np.asarray(ids)
+        return np.where(ids < 0, 0, (ids + 1) % len(VOCAB))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=5), st.sampled_from(["unk", "drop", "keep"]), st.sampled_from(["preserve", "lower"]))
+def test_each_token_gets_its_own_output_and_case(batch, oov, case):
+    """Output words are built once per distinct (word, case) pair; each token must still get
+    exactly the word and case a token-by-token privatization gives."""
+    import warnings
+
+    expected = []
+    for t in batch:
+        parts = split_words(t)
+        for j in range(1, len(parts), 2):
+            w = parts[j]
+            key = unicodedata.normalize("NFC", w).lower()
+            i = VOCAB.index(key) if key in VOCAB else -1
+            if i < 0 and oov != "unk":
+                parts[j] = w if oov == "keep" else ""
+                continue
+            new = VOCAB[0 if i < 0 else (i + 1) % len(VOCAB)]
+            parts[j] = apply_case(new, case_pattern(w)) if case == "preserve" else new
+        expected.append("".join(parts))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        assert privatize_texts(_Shift(), batch, rng=0, oov=oov, case=case) == expected

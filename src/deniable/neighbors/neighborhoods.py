@@ -174,7 +174,7 @@ def row_distances(
     dst: np.ndarray,
     metric: str | Callable[..., np.ndarray] = "euclidean",
     *,
-    chunk: int = 4096,
+    chunk: int = 512,
 ) -> np.ndarray:
     """Element-wise distances ``d(points[src[i]], vectors[dst[i]])`` (float64, shape ``(n,)``).
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
-from .tokenize import apply_case, case_pattern, lookup_key, word_pattern
+from .tokenize import apply_case, ascii_word_pattern, case_pattern, lookup_key, word_pattern
 
 __all__ = ["WordSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary", "summarize_privatization"]
 
@@ -183,12 +183,12 @@ def privatize_texts(
     check_case(case)
     gen = as_generator(rng)
     vocab = mechanism.vocabulary
-    split = word_pattern().split
+    split, ascii_split = word_pattern().split, ascii_word_pattern().split
     parts_list: list[list[str]] = []
     for t in texts:
         if not isinstance(t, str):
             raise TypeError(f"texts must be strings, got {type(t).__name__}")
-        parts_list.append(split(t))
+        parts_list.append(ascii_split(t) if t.isascii() else split(t))
     words = [w for parts in parts_list for w in parts[1::2]]
     own: dict[str, int] = {"words": len(words), "unknown": 0, "in_vocabulary": 0, "changed": 0}
     if stats is not None:
@@ -199,8 +199,10 @@ def privatize_texts(
             privatized_per_text.extend([0] * len(parts_list))
         return list(texts)
     uncased = vocab.uncased
-    keys = [lookup_key(w, lower=uncased) for w in words]
-    ids = vocab.ids_of(keys)
+    # Per-token work is done once per *distinct* word (lookup keys, case patterns) and once per
+    # distinct (output word, case pattern) pair; tokens only carry integer codes.
+    codes, distinct = _codes(words)
+    ids = vocab.ids_of([lookup_key(w, lower=uncased) for w in distinct])[codes]
     unknown = ids < 0
     n_unknown = int(unknown.sum())
     if stats is not None:
@@ -216,31 +218,46 @@ def privatize_texts(
         per_text = np.fromiter((len(p) // 2 for p in parts_list), dtype=np.int64, count=len(parts_list))
         owner = np.repeat(np.arange(len(parts_list)), per_text)
         privatized_per_text.extend(np.bincount(owner[sample], minlength=len(parts_list)).tolist())
-    out: list[str | None] = list(words) if oov == "keep" else [None] * len(words)
+    out = np.array(words, dtype=object) if oov == "keep" else np.full(len(words), "", dtype=object)
     own["unknown"] = n_unknown
     own["in_vocabulary"] = len(ids) - n_unknown
     if sample.any():
-        chosen = mechanism.sample_ids(ids[sample], rng=gen)
         src = ids[sample]
+        chosen = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
         own["changed"] = int(((chosen != src) & (src >= 0)).sum())
-        new = [vocab.words[i] for i in chosen.tolist()]
-        positions = np.flatnonzero(sample).tolist()
         if uncased and case == "preserve":
-            for p, w in zip(positions, new):
-                out[p] = apply_case(w, case_pattern(words[p]))
+            pattern = np.array([_CASE_CODES[case_pattern(w)] for w in distinct], dtype=np.int64)[codes[sample]]
+            pairs, inverse = np.unique(chosen * len(_CASES) + pattern, return_inverse=True)
+            vocab_words = vocab.words
+            strings = [apply_case(vocab_words[i], _CASES[c]) for i, c in zip((pairs // len(_CASES)).tolist(), (pairs % len(_CASES)).tolist())]
         else:
-            for p, w in zip(positions, new):
-                out[p] = w
+            uniq, inverse = np.unique(chosen, return_inverse=True)
+            vocab_words = vocab.words
+            strings = [vocab_words[i] for i in uniq.tolist()]
+        out[sample] = np.array(strings, dtype=object)[inverse.reshape(-1)]
+    out_words = out.tolist()
     result = []
     k = 0
     for parts in parts_list:
         n = len(parts) // 2
         if n:
-            parts[1::2] = [w if w is not None else "" for w in out[k : k + n]]
+            parts[1::2] = out_words[k : k + n]
             k += n
         result.append("".join(parts))
     _record(mechanism, own, oov, stats)
     return result
+
+
+_CASES = ("lower", "title", "upper")
+_CASE_CODES = {name: code for code, name in enumerate(_CASES)}
+
+
+def _codes(words: list[str]) -> tuple[np.ndarray, list[str]]:
+    """An integer code per token and the distinct words in first-seen order
+    (``distinct[codes[i]] == words[i]``)."""
+    distinct = list(dict.fromkeys(words))
+    index = dict(zip(distinct, range(len(distinct))))
+    return np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words)), distinct
 
 
 def _record(mechanism: Any, own: dict[str, int], oov: str, stats: dict[str, int] | None) -> None:

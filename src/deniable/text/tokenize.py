@@ -18,7 +18,7 @@ import sys
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["word_pattern", "split_words", "words_of", "lookup_key", "case_pattern", "apply_case"]
+__all__ = ["word_pattern", "ascii_word_pattern", "split_words", "words_of", "lookup_key", "case_pattern", "apply_case"]
 
 
 @lru_cache(maxsize=1)
@@ -35,10 +35,18 @@ def word_pattern() -> re.Pattern[str]:
     return re.compile(f"([^\\s{punct}]+)")
 
 
+@lru_cache(maxsize=1)
+def ascii_word_pattern() -> re.Pattern[str]:
+    """:func:`word_pattern` restricted to ASCII text: the same matches on any ASCII string, with a
+    small character class (about twice as fast to split with)."""
+    punct = "".join(re.escape(chr(cp)) for cp in range(128) if unicodedata.category(chr(cp))[0] == "P")
+    return re.compile(f"([^\\s{punct}]+)")
+
+
 def split_words(text: str) -> list[str]:
     """Split into ``[sep, word, sep, word, ..., sep]``: words at odd indices, separators at even
     ones (possibly empty). Joining the list gives back ``text``."""
-    return word_pattern().split(text)
+    return (ascii_word_pattern() if text.isascii() else word_pattern()).split(text)
 
 
 def words_of(text: str) -> list[str]:

@@ -163,6 +163,8 @@ def run_classification_unit(args, dname, mname, level, eps, seed) -> dict:
     mech = None if mname == "none" else build_mechanism(mname, eps, args.gpu)
     rec = {"dataset": dname, "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech),
            "load_before": os.getloadavg()[0]}
+    if args.max_nw and mech is not None:
+        rec["max_n_w"] = level  # the level is a worst-case N_w target, not a Madlib ε
     cpu0 = time.process_time()
     res = evaluate_mechanism(mech, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 12, int(round(level * 1000))]),
                              classifier=TextClassifier(alpha=args.alpha, tol=1e-6), min_simulations=args.min_simulations, samples=args.samples,
@@ -212,6 +214,13 @@ def units(args, ratios: dict) -> list[tuple]:
     mechs = args.mechanisms.split(",") if args.mechanisms else deniable.available_mechanisms()
     levels = [float(x) for x in args.levels.split(",")]
     out = []
+    if args.max_nw:  # levels are worst-case N_w targets; each mechanism at the ε its calibration picks
+        taus = [float(x) for x in args.max_nw.split(",")]
+        eps = {(m, t): nw_epsilon(m, t) for m in mechs for t in taus}
+        for dname in args.datasets.split(","):
+            out.append((dname, "none", 0.0, None, 0))
+            out += [(dname, m, t, eps[m, t], seed) for seed in range(args.seeds) for t in taus for m in mechs]
+        return out
     for dname in args.datasets.split(","):
         out.append((dname, "none", 0.0, None, 0))
         for seed in range(args.seeds):
@@ -224,6 +233,15 @@ def units(args, ratios: dict) -> list[tuple]:
                         r = 1.0
                     out.append((dname, m, level, float(r * level), seed))
     return out
+
+
+def nw_epsilon(name: str, max_n_w: float) -> float:
+    """The largest ε at which no vocabulary word of the bundled embedding comes back unchanged
+    with probability above ``max_n_w`` (the ε-selection work's target: shipped calibrations for
+    Madlib, Mahalanobis, TEM and BRR; computed once and cached for the other mechanisms)."""
+    from deniable.calibration.targets import mechanism_for_target
+
+    return float(mechanism_for_target(name, max_n_w=max_n_w, progress=True).epsilon)
 
 
 def _key(r: dict) -> tuple:
@@ -369,18 +387,22 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
         groups[(r["dataset"], r["mechanism"], float(r["level"]))].append(r)
     order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)
     lines = []
-    for d in [x for x in DATASETS if any(k[0] == x for k in groups)]:
-        keys = sorted((k for k in groups if k[0] == d), key=lambda k: (k[2], order(k[1])))
-        lines += [f"### {d}", ""]
+    is_nw = lambda k: any("max_n_w" in r for r in groups[k])  # matched by an N_w target (--max-nw)
+    tables = [(d, nw) for d in DATASETS for nw in (False, True)
+              if any(k[0] == d and k[1] != "none" and is_nw(k) == nw for k in groups) or (not nw and (d, "none", 0.0) in groups)]
+    for d, nw in tables:
+        keys = sorted((k for k in groups if k[0] == d and (k[1] == "none" or is_nw(k) == nw)), key=lambda k: (k[2], order(k[1])))
+        lines += [f"### {d}" + (" — matched by a worst-case N_w target" if nw else ""), ""]
+        level_col = "max N_w target" if nw else "level (Madlib ε)"
         if d == "blogs":
-            lines += ["| level (Madlib ε) | mechanism | ε | seeds | top-1 % | top-10 % |", "|---:|---|---:|---:|---:|---:|"]
+            lines += [f"| {level_col} | mechanism | ε | seeds | top-1 % | top-10 % |", "|---:|---|---:|---:|---:|---:|"]
             for k in keys:
                 rs = groups[k]
                 lines.append(f"| {k[2]:g} | {k[1]} | {rs[0]['epsilon'] or 0:.4g} | {len(rs)} | {_ci95([100 * r['authorship']['top1'] for r in rs])} | "
                              f"{_ci95([100 * r['authorship']['top10'] for r in rs])} |")
         else:
             has_audit = any("mia_audit" in r for k in keys for r in groups[k])
-            lines += ["| level (Madlib ε) | mechanism | ε | seeds | words changed % | acc. clean test % | acc. privatized test % | "
+            lines += [f"| {level_col} | mechanism | ε | seeds | words changed % | acc. clean test % | acc. privatized test % | "
                       "read as is % | inversion top-1 % | top-5 % | rare top-1 % | MIA AUC % |" + (" MIA AUC audit model % |" if has_audit else "") + " similarity % |",
                       "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if has_audit else "") + "---:|"]
             for k in keys:
@@ -411,7 +433,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
                      f"{med(rs, 'inversion_s')} | {med(rs, 'mia_s')} | {load} |")
     lines.append("")
     if plots:
-        _plots(out_dir, groups)
+        _plots(out_dir, {k: v for k, v in groups.items() if not is_nw(k)})
     return "\n".join(lines)
 
 
@@ -461,6 +483,9 @@ def main(argv=None) -> None:
     p.add_argument("--mechanisms", default="", help="comma list (default: every registered mechanism)")
     p.add_argument("--levels", default=",".join(f"{x:g}" for x in LEVELS), help="privacy levels as Madlib epsilons")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--max-nw", default="", metavar="TAUS",
+                   help="match by N_w instead: comma list of worst-case N_w targets; every mechanism runs at the largest ε "
+                        "at which no word comes back unchanged with probability above the target (replaces --levels/--ratios)")
     p.add_argument("--ratios", default="", help="JSON {mechanism: privacy ratio vs Madlib}")
     p.add_argument("--compute-ratios", metavar="JSON", help="compute the privacy ratios and exit")
     p.add_argument("--jobs", type=int, default=1)

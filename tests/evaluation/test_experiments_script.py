@@ -1,10 +1,11 @@
 """scripts/evaluation_experiments.py: the movie-reviews split and the unit grid (every
-registered mechanism, a missing privacy ratio fails loudly)."""
+registered mechanism, a missing privacy ratio fails loudly, N_w-target matching)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def ee():
 
 
 def _args(**kw):
-    base = {"mechanisms": "", "levels": "2,10", "datasets": "sms", "seeds": 2}
+    base = {"mechanisms": "", "levels": "2,10", "datasets": "sms", "seeds": 2, "max_nw": ""}
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -52,3 +53,35 @@ def test_movie_reviews_split(ee, shared_data):
     assert sum(y == "pos" for y in ytr + yte) == 1000
     assert not set(xtr) & set(xte)
     assert ee.load_dataset("movies", shared_data)[2] == xte  # fixed split
+
+
+def test_units_matched_by_nw_target_use_the_calibrated_epsilon(ee):
+    """--max-nw: each mechanism at the ε its privacy target picks (shipped calibrations), the
+    level is the target."""
+    from deniable.calibration.targets import mechanism_for_target
+
+    units = ee.units(_args(mechanisms="madlib,tem", max_nw="0.5,0.9", seeds=1), {})
+    eps = {(u[1], u[2]): u[3] for u in units[1:]}
+    assert set(eps) == {(m, t) for m in ("madlib", "tem") for t in (0.5, 0.9)}
+    for (m, t), e in eps.items():
+        assert e == mechanism_for_target(m, max_n_w=t, progress=False).epsilon
+    assert eps[("tem", 0.5)] < eps[("madlib", 0.5)] < eps[("madlib", 0.9)]
+
+
+def _record(mechanism, level, seed=0, nw=False):
+    rec = {"dataset": "sms", "mechanism": mechanism, "level": level, "epsilon": level or None, "seed": seed,
+           "changed_train": 0.5, "acc_clean": 0.9, "acc_priv": 0.8, "mia": {"auc": 0.5}, "seconds": 1.0,
+           "inversion": None if mechanism == "none" else {"unchanged": 0.1, "top1": 0.2, "topk": 0.3, "rare_top1": 0.0}}
+    if nw:
+        rec["max_n_w"] = level
+    return rec
+
+
+def test_summary_puts_nw_matched_units_in_their_own_table(ee, tmp_path):
+    recs = [_record("none", 0.0), _record("madlib", 2.0), _record("madlib", 0.5, nw=True), _record("madlib", 0.5, seed=1, nw=True)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    text = ee.summarize(tmp_path, plots=False)
+    ratio_part, nw_part = text.split("### sms — matched by a worst-case N_w target")
+    assert "| 2 | madlib |" in ratio_part and "| 0.5 | madlib |" not in ratio_part
+    assert "max N_w target" in nw_part and "| 0.5 | madlib | 0.5 | 2 |" in nw_part and "| 2 | madlib |" not in nw_part
+    assert "| 0 | none |" in ratio_part and "| 0 | none |" in nw_part.split("### time")[0]

@@ -86,3 +86,51 @@ def test_errors(files, tmp_path, extra, code, message):
 def test_missing_file_is_data_error(tmp_path):
     r = run("evaluate", str(tmp_path / "none.csv"), "-m", "madlib", "-e", "1", "-o", str(tmp_path / "o"))
     assert r.exit_code == 1 and "not found" in r.output
+
+
+class _LetterModel:
+    """A stand-in sentence encoder: unit-normalized letter counts (no torch needed)."""
+
+    def encode(self, texts, batch_size=32, convert_to_numpy=True, normalize_embeddings=True):
+        out = np.zeros((len(texts), 128))
+        for i, t in enumerate(texts):
+            for c in t:
+                out[i, ord(c) % 128] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def test_similarity_is_measured_per_run_and_part_of_resume(files, tmp_path, monkeypatch):
+    from deniable.evaluation import similarity as similarity_mod
+
+    monkeypatch.setattr(similarity_mod, "load_sentence_model", lambda model=None, device=None: _LetterModel())
+    emb, data = files
+    out = tmp_path / "out"
+    base = ["evaluate", str(data), "-m", "madlib", "-e", "0.5,1000", "--seeds", "2", "--embedding", str(emb), "-o", str(out),
+            "--attacks", "none", "--no-progress"]
+    r = run(*base, "--similarity", "10")
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    low, high = res["summary"]
+    assert high["similarity"]["mean"] == pytest.approx(1.0)  # epsilon 1000: the text comes back as it was
+    assert low["similarity"]["mean"] < 0.99 and low["similarity"]["ci95"] is not None
+    assert all(x["similarity"]["n"] == 10 and "sample" not in x for x in res["runs"])
+    assert "similarity" not in res["baseline"]
+    # runs saved without similarity are recomputed when it is asked for, and kept when it is not
+    r = run(*base)
+    assert r.exit_code == 0
+    assert all("similarity" not in x for x in json.loads((out / "results.json").read_text())["runs"])
+    r = run(*base, "--similarity", "10")
+    assert all("similarity" in x for x in json.loads((out / "results.json").read_text())["runs"])
+
+
+def test_similarity_without_the_extra_is_a_usage_error(files, tmp_path, monkeypatch):
+    from deniable.evaluation import similarity as similarity_mod
+
+    def missing(model=None, device=None):
+        raise ImportError('sentence_transformers is not installed; or install the optional extra: pip install "deniable[eval]"')
+
+    monkeypatch.setattr(similarity_mod, "load_sentence_model", missing)
+    emb, data = files
+    r = run("evaluate", str(data), "-m", "madlib", "-e", "1", "--embedding", str(emb), "-o", str(tmp_path / "o"), "--similarity", "5")
+    assert r.exit_code == 2 and "deniable[eval]" in r.output
+    assert not (tmp_path / "o").exists()  # nothing ran

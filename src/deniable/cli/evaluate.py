@@ -94,6 +94,7 @@ METRICS = {
     "inversion_top5": lambda r: r["inversion"]["topk"] if "inversion" in r else None,
     "inversion_rare_top1": lambda r: r["inversion"]["rare_top1"] if "inversion" in r else None,
     "mia_auc": lambda r: r["mia"]["auc"] if "mia" in r else None,
+    "similarity": lambda r: r["similarity"]["mean"] if "similarity" in r else None,
 }
 
 
@@ -119,13 +120,17 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    eps = [r["epsilon"] for r in summary]
     panels = [
         (("acc_clean", "clean test"), ("acc_priv", "privatized test"), "accuracy"),
         (("inversion_top1", "top-1"), ("inversion_top5", "top-5"), "words recovered by inversion"),
         (("mia_auc", "loss-threshold"), None, "membership inference AUC"),
     ]
+    panels.append((("similarity", "mean cosine"), None, "meaning kept (sentence similarity)"))
+    # only what was measured (--attacks none leaves accuracy alone)
+    panels = [p for p in panels if any(x[0] in r for x in p[:2] if x for r in summary)] or panels[:1]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.8), squeeze=False)
+    axes = axes[0]
+    eps = [r["epsilon"] for r in summary]
     for ax, (a, b, ylabel) in zip(axes, panels):
         for key, label in [x for x in (a, b) if x]:
             pts = [(e, r[key]) for e, r in zip(eps, summary) if key in r]
@@ -163,11 +168,15 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Privatizations per epsilon (seeds 0..N-1).")
 @click.option("--attacks", default="inversion,membership", show_default=True, help="Comma list of inversion, membership (or 'none').")
 @click.option("--min-simulations", type=click.IntRange(min=1), default=200_000, show_default=True, help="Inversion adversary's simulated draws.")
+@click.option("--similarity", "similarity_n", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+              help="Meaning kept: mean sentence-embedding cosine between the first N test texts and their privatized versions "
+                   "(all-MiniLM-L6-v2, offline; needs deniable[eval]). 0: off.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
-def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations, out_dir, show_progress):
+def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
+             similarity_n, out_dir, show_progress):
     """Evaluate a mechanism on a labelled data set: downstream accuracy, word inversion and
-    membership inference, for each epsilon and seed.
+    membership inference (and, with --similarity, meaning kept), for each epsilon and seed.
 
     DATA is a CSV (.csv, .csv.gz) or JSON-lines file with a text and a label column. Each
     (epsilon, seed) run is saved to OUT/runs/ as soon as it finishes; rerunning the same command
@@ -181,6 +190,14 @@ def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, lab
     if bad:
         raise click.BadParameter(f"unknown attack(s) {', '.join(bad)}; choose from {', '.join(ATTACKS)} or 'none'", param_hint="--attacks")
     param_values = parse_params(params)
+    sentence_model = None
+    if similarity_n:
+        from ..evaluation import similarity as similarity_mod
+
+        try:
+            sentence_model = similarity_mod.load_sentence_model()
+        except ImportError as exc:
+            raise click.UsageError(f"--similarity needs the sentence-embedding model: {exc}") from None
     out = Path(out_dir)
     texts, labels, splits = read_labelled(data, text_column, label_column, split_column)
     xtr, ytr, xte, yte = _split(texts, labels, splits, test_fraction, data)
@@ -190,6 +207,14 @@ def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, lab
     jobs = [(None, 0)] + [(e, s) for e in epsilons for s in range(seeds)]
     config = {"data": str(data), "mechanism": mechanism, "params": param_values, "epsilons": epsilons, "seeds": seeds, "attacks": wanted,
               "n_train": len(xtr), "n_test": len(xte), "min_simulations": min_simulations}
+    # what a saved run must have been computed with to be reused (similarity only when asked, so
+    # runs saved without it stay valid for commands without it)
+    run_keys = ("data", "mechanism", "params", "attacks", "n_train", "n_test")
+    if similarity_n:
+        config["similarity"] = similarity_n
+        run_keys += ("similarity",)
+    n_sim = min(similarity_n, len(xte))
+    original_embeddings = None
     runs: list[dict[str, Any]] = []
     disable = None if show_progress is None else not show_progress
     with progress(len(jobs), desc="evaluate", disable=disable, unit="run") as bar:
@@ -200,16 +225,22 @@ def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, lab
                     rec = json.loads(path.read_text())
                 except json.JSONDecodeError:
                     rec = None
-                if rec is not None and rec.get("config") == {k: config[k] for k in ("data", "mechanism", "params", "attacks", "n_train", "n_test")}:
+                if rec is not None and rec.get("config") == {k: config[k] for k in run_keys}:
                     runs.append(rec)
                     bar.update(1)
                     continue
             rec = evaluate_mechanism(
                 mechs[eps] if eps is not None else None, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 7]),
                 attacks=[a for a in wanted if eps is not None or a == "membership"], min_simulations=min_simulations,
+                samples=n_sim if eps is not None else 0,
             )
-            rec.update(seed=seed, name=mechanism if eps is not None else "none",
-                       config={k: config[k] for k in ("data", "mechanism", "params", "attacks", "n_train", "n_test")})
+            if n_sim and eps is not None:
+                if original_embeddings is None:
+                    original_embeddings = sentence_model.encode(xte[:n_sim], batch_size=32, convert_to_numpy=True, normalize_embeddings=True)
+                sim = similarity_mod.semantic_similarity(xte[:n_sim], rec.pop("sample"), model=sentence_model, batch_size=32,
+                                                         original_embeddings=original_embeddings)
+                rec["similarity"] = {"mean": sim.mean, "ci95": list(sim.ci), "median": sim.median, "n": sim.n}
+            rec.update(seed=seed, name=mechanism if eps is not None else "none", config={k: config[k] for k in run_keys})
             with atomic_output(path) as f:
                 f.write(json.dumps(rec) + "\n")
             runs.append(rec)
@@ -223,7 +254,7 @@ def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, lab
     plotted = _plot(out / "results.png", summary, baseline, f"{mechanism} on {Path(data).name}")
     for row in summary:
         parts = [f"epsilon={row['epsilon']:g}"]
-        for key in ("acc_clean", "acc_priv", "inversion_top1", "mia_auc"):
+        for key in ("acc_clean", "acc_priv", "inversion_top1", "mia_auc", "similarity"):
             if key in row:
                 parts.append(f"{key}={row[key]['mean']:.4f}")
         click.echo("  ".join(parts))

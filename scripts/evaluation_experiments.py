@@ -419,6 +419,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
                     f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} |{audit_cell} {_ci95([100 * s for s in sim]) if sim else '—'} |"
                 )
         lines.append("")
+    lines += missing_units(recs)
     lines += ["### time per unit (median over units; seconds)", "",
               "| data set | mechanism | units | wall | CPU | privatizing | fit + tokenizing | inversion | MIA | load avg |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -435,6 +436,33 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
     if plots:
         _plots(out_dir, {k: v for k, v in groups.items() if not is_nw(k)})
     return "\n".join(lines)
+
+
+def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
+    """Markdown list of the ratio-matched grid units (every registered mechanism × levels 2/10/20
+    × seeds 0..seeds-1; authorship: seed 0) that no folder has, per data set present."""
+    import deniable
+
+    have = {_key(r) for r in recs if "max_n_w" not in r}
+    lines = ["### missing units", "", "```"]
+    for d in [x for x in DATASETS if any(k[0] == x for k in have)]:
+        n_seeds = 1 if d == "blogs" else seeds
+        gaps = {}
+        for m in deniable.available_mechanisms():
+            cells = []
+            for level in LEVELS:
+                absent = [s for s in range(n_seeds) if (d, m, level, s) not in have]
+                if len(absent) == n_seeds:
+                    cells.append(f"L{level:g}: all")
+                elif absent:
+                    cells.append(f"L{level:g}: seed " + ",".join(map(str, absent)))
+            if cells:
+                gaps[m] = cells
+        total = len(deniable.available_mechanisms()) * len(LEVELS) * n_seeds
+        n_missing = sum(sum(n_seeds if c.endswith("all") else len(c.split("seed ")[1].split(",")) for c in cells) for cells in gaps.values())
+        lines.append(f"{d}: {n_missing} of {total} units missing")
+        lines += [f"  {m}: " + "; ".join(cells) for m, cells in gaps.items()]
+    return [*lines, "```", ""]
 
 
 def _plots(out_dir: Path, groups: dict) -> None:

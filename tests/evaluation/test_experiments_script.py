@@ -85,3 +85,12 @@ def test_summary_puts_nw_matched_units_in_their_own_table(ee, tmp_path):
     assert "| 2 | madlib |" in ratio_part and "| 0.5 | madlib |" not in ratio_part
     assert "max N_w target" in nw_part and "| 0.5 | madlib | 0.5 | 2 |" in nw_part and "| 2 | madlib |" not in nw_part
     assert "| 0 | none |" in ratio_part and "| 0 | none |" in nw_part.split("### time")[0]
+
+
+def test_missing_units_lists_what_no_folder_has(ee):
+    n_mech = len(deniable.available_mechanisms())
+    recs = [_record("madlib", lv, seed=s) for lv in (2.0, 10.0, 20.0) for s in range(3)] + [_record("tem", 2.0, seed=0), _record("tem", 0.5, nw=True)]
+    text = "\n".join(ee.missing_units(recs))
+    assert f"sms: {3 * 3 * n_mech - 10} of {3 * 3 * n_mech} units missing" in text
+    assert "  madlib:" not in text  # complete
+    assert "  tem: L2: seed 1,2; L10: all; L20: all" in text  # the N_w-matched unit does not count

@@ -447,11 +447,12 @@ def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
     lines = ["### missing units", "", "```"]
     for d in [x for x in DATASETS if any(k[0] == x for k in have)]:
         n_seeds = 1 if d == "blogs" else seeds
-        gaps = {}
+        gaps, n_missing = {}, 0
         for m in deniable.available_mechanisms():
             cells = []
             for level in LEVELS:
                 absent = [s for s in range(n_seeds) if (d, m, level, s) not in have]
+                n_missing += len(absent)
                 if len(absent) == n_seeds:
                     cells.append(f"L{level:g}: all")
                 elif absent:
@@ -459,7 +460,6 @@ def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
             if cells:
                 gaps[m] = cells
         total = len(deniable.available_mechanisms()) * len(LEVELS) * n_seeds
-        n_missing = sum(sum(n_seeds if c.endswith("all") else len(c.split("seed ")[1].split(",")) for c in cells) for cells in gaps.values())
         lines.append(f"{d}: {n_missing} of {total} units missing")
         lines += [f"  {m}: " + "; ".join(cells) for m, cells in gaps.items()]
     return [*lines, "```", ""]

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .._rng import RNGLike, as_generator, spawn
 from .._validation import check_int, check_positive
-from ..text.tokenize import lookup_key, word_pattern, words_of
+from ..text.tokenize import lookup_key, token_codes, word_pattern, words_of
 
 __all__ = [
     "PRIVATIZE_MODES",
@@ -171,9 +171,7 @@ def tokenize_texts(texts: Sequence[str] | TokenizedTexts) -> TokenizedTexts:
     per_text = [tokens_of(t) for t in texts]
     lengths = np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text))
     tokens = list(itertools.chain.from_iterable(per_text))
-    words = list(dict.fromkeys(tokens))  # distinct tokens, first occurrence first
-    index = {w: i for i, w in enumerate(words)}
-    codes = np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    codes, words = token_codes(tokens)
     return TokenizedTexts(words, codes, lengths)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
-from .tokenize import apply_case, ascii_word_pattern, case_pattern, lookup_key, word_pattern
+from .tokenize import apply_case, case_pattern, lookup_key, split_words, token_codes
 
 __all__ = ["WordSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary", "summarize_privatization"]
 
@@ -183,12 +183,11 @@ def privatize_texts(
     check_case(case)
     gen = as_generator(rng)
     vocab = mechanism.vocabulary
-    split, ascii_split = word_pattern().split, ascii_word_pattern().split
     parts_list: list[list[str]] = []
     for t in texts:
         if not isinstance(t, str):
             raise TypeError(f"texts must be strings, got {type(t).__name__}")
-        parts_list.append(ascii_split(t) if t.isascii() else split(t))
+        parts_list.append(split_words(t))
     words = [w for parts in parts_list for w in parts[1::2]]
     own: dict[str, int] = {"words": len(words), "unknown": 0, "in_vocabulary": 0, "changed": 0}
     if stats is not None:
@@ -201,7 +200,7 @@ def privatize_texts(
     uncased = vocab.uncased
     # Per-token work is done once per *distinct* word (lookup keys, case patterns) and once per
     # distinct (output word, case pattern) pair; tokens only carry integer codes.
-    codes, distinct = _codes(words)
+    codes, distinct = token_codes(words)
     ids = vocab.ids_of([lookup_key(w, lower=uncased) for w in distinct])[codes]
     unknown = ids < 0
     n_unknown = int(unknown.sum())
@@ -227,13 +226,11 @@ def privatize_texts(
         own["changed"] = int(((chosen != src) & (src >= 0)).sum())
         if uncased and case == "preserve":
             pattern = np.array([_CASE_CODES[case_pattern(w)] for w in distinct], dtype=np.int64)[codes[sample]]
-            pairs, inverse = np.unique(chosen * len(_CASES) + pattern, return_inverse=True)
-            vocab_words = vocab.words
-            strings = [apply_case(vocab_words[i], _CASES[c]) for i, c in zip((pairs // len(_CASES)).tolist(), (pairs % len(_CASES)).tolist())]
         else:
-            uniq, inverse = np.unique(chosen, return_inverse=True)
-            vocab_words = vocab.words
-            strings = [vocab_words[i] for i in uniq.tolist()]
+            pattern = np.zeros(chosen.size, dtype=np.int64)  # "lower": the vocabulary word as it is
+        pairs, inverse = np.unique(chosen * len(_CASES) + pattern, return_inverse=True)
+        vocab_words = vocab.words
+        strings = [apply_case(vocab_words[i], _CASES[c]) for i, c in zip((pairs // len(_CASES)).tolist(), (pairs % len(_CASES)).tolist())]
         out[sample] = np.array(strings, dtype=object)[inverse.reshape(-1)]
     out_words = out.tolist()
     result = []
@@ -250,14 +247,6 @@ def privatize_texts(
 
 _CASES = ("lower", "title", "upper")
 _CASE_CODES = {name: code for code, name in enumerate(_CASES)}
-
-
-def _codes(words: list[str]) -> tuple[np.ndarray, list[str]]:
-    """An integer code per token and the distinct words in first-seen order
-    (``distinct[codes[i]] == words[i]``)."""
-    distinct = list(dict.fromkeys(words))
-    index = dict(zip(distinct, range(len(distinct))))
-    return np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words)), distinct
 
 
 def _record(mechanism: Any, own: dict[str, int], oov: str, stats: dict[str, int] | None) -> None:

@@ -18,7 +18,9 @@ import sys
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["word_pattern", "ascii_word_pattern", "split_words", "words_of", "lookup_key", "case_pattern", "apply_case"]
+import numpy as np
+
+__all__ = ["word_pattern", "ascii_word_pattern", "split_words", "words_of", "token_codes", "lookup_key", "case_pattern", "apply_case"]
 
 
 @lru_cache(maxsize=1)
@@ -52,6 +54,15 @@ def split_words(text: str) -> list[str]:
 def words_of(text: str) -> list[str]:
     """The words of ``text``, in order."""
     return word_pattern().findall(text)
+
+
+def token_codes(tokens: list[str]) -> tuple[np.ndarray, list[str]]:
+    """``(codes, distinct)``: the distinct tokens in order of first occurrence and the index
+    into them of every token (``distinct[codes[i]] == tokens[i]``), without a Python frame per
+    token, so per-token work can be done once per distinct token."""
+    distinct = list(dict.fromkeys(tokens))
+    index = dict(zip(distinct, range(len(distinct))))
+    return np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens)), distinct
 
 
 def lookup_key(word: str, *, lower: bool) -> str:

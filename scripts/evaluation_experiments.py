@@ -216,10 +216,22 @@ def units(args, ratios: dict) -> list[tuple]:
     out = []
     if args.max_nw:  # levels are worst-case N_w targets; each mechanism at the ε its calibration picks
         taus = [float(x) for x in args.max_nw.split(",")]
-        eps = {(m, t): nw_epsilon(m, t) for m in mechs for t in taus}
+        eps, infeasible = {}, {}
+        for m in mechs:
+            for t in taus:
+                try:
+                    eps[m, t] = nw_epsilon(m, t)
+                except ValueError as exc:  # no ε meets the target (e.g. SanText+ keeps 1 − p of its frequent words)
+                    infeasible[f"{m} {t:g}"] = str(exc)
+                    print(f"skipping {m} at max N_w {t:g}: {exc}", flush=True)
+        if infeasible and getattr(args, "out", None):
+            path = Path(args.out) / "infeasible.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            old = json.loads(path.read_text()) if path.exists() else {}
+            path.write_text(json.dumps({**old, **infeasible}, indent=1, sort_keys=True))
         for dname in args.datasets.split(","):
             out.append((dname, "none", 0.0, None, 0))
-            out += [(dname, m, t, eps[m, t], seed) for seed in range(args.seeds) for t in taus for m in mechs]
+            out += [(dname, m, t, eps[m, t], seed) for seed in range(args.seeds) for t in taus for m in mechs if (m, t) in eps]
         return out
     for dname in args.datasets.split(","):
         out.append((dname, "none", 0.0, None, 0))
@@ -371,12 +383,15 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
     dirs = [Path(d) for d in (out_dirs if isinstance(out_dirs, list) else [out_dirs])]
     recs, seen = [], set()
     sims: dict = defaultdict(list)
+    infeasible: dict = {}  # "mechanism target" -> why no ε meets it (--max-nw)
     for out_dir in dirs:
         for line in (out_dir / "results.jsonl").read_text().splitlines():
             r = json.loads(line) if line.strip() else {"error": "blank"}
             if "error" not in r and _key(r) not in seen:
                 seen.add(_key(r))
                 recs.append(r)
+        if (out_dir / "infeasible.json").exists():
+            infeasible.update(json.loads((out_dir / "infeasible.json").read_text()))
         if (out_dir / "similarity.jsonl").exists():
             for line in (out_dir / "similarity.jsonl").read_text().splitlines():
                 s = json.loads(line)
@@ -418,6 +433,9 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
                     f"{_ci95([100 * r['acc_clean'] for r in rs])} | {_ci95([100 * r['acc_priv'] for r in rs])} | {_ci95(get('unchanged'))} | {_ci95(get('top1'))} | "
                     f"{_ci95(get('topk'))} | {_ci95(get('rare_top1'))} | {mia} |{audit_cell} {_ci95([100 * s for s in sim]) if sim else '—'} |"
                 )
+        if nw and infeasible:
+            lines += ["", "No ε meets these targets (so they have no row): " + "; ".join(
+                f"{k.split()[0]} at {k.split()[1]} ({v.split('(', 1)[1].split(')')[0] if '(' in v else v})" for k, v in sorted(infeasible.items())) + "."]
         lines.append("")
     lines += missing_units(recs)
     lines += ["### time per unit (median over units; seconds)", "",

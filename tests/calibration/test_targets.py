@@ -324,3 +324,43 @@ def test_flips_screening_covers_every_word_and_refines_the_worst():
     worst = np.unique(cal.worst_index)
     ref = compute_calibration(make, epsilons=grid, words=worst, estimator="flips", draws=2000, rng=9, progress=False)
     assert np.mean(cal.n_w_upper[worst] >= ref.n_w - 2 * math.sqrt(0.25 / 2000)) >= 0.9
+
+
+def _loop_n_w(make, ids, grid):
+    return np.array([[float(make(float(e)).probabilities(int(w))[w]) for e in grid] for w in ids])
+
+
+@pytest.mark.parametrize("name", ["santext", "santext_plus", "truncated_gumbel"])
+def test_exact_estimator_fast_path_equals_the_per_word_loop(name, monkeypatch):
+    small = clustered_embedding(n=60)
+    grid = np.geomspace(0.3, 30, 9)
+
+    def make(e):
+        return deniable.get_mechanism(name, small, epsilon=e)
+
+    calls = {"n": 0}
+    cls = type(make(1.0))
+    orig = cls.probabilities
+
+    def counted(self, w):
+        calls["n"] += 1
+        return orig(self, w)
+
+    monkeypatch.setattr(cls, "probabilities", counted)
+    cal = compute_calibration(make, epsilons=grid, words="all", estimator="exact", progress=False)
+    assert calls["n"] <= 3  # the spot check only: the grid came from self_probabilities
+    monkeypatch.setattr(cls, "probabilities", orig)
+    np.testing.assert_allclose(cal.n_w, _loop_n_w(make, cal.word_ids, grid), rtol=1e-9)
+
+
+def test_exact_estimator_falls_back_when_the_factory_changes_more_than_epsilon():
+    small = clustered_embedding(n=60)
+    grid = np.geomspace(0.3, 30, 9)
+
+    def make(e):  # p moves with ε: self_probabilities of the first instance would be wrong
+        return deniable.get_mechanism("santext_plus", small, epsilon=e, w=0.5, p=min(1.0, e / 30))
+
+    cal = compute_calibration(make, epsilons=grid, words="all", estimator="exact", progress=False)
+    np.testing.assert_allclose(cal.n_w, _loop_n_w(make, cal.word_ids, grid), rtol=1e-9)
+    fast = make(grid[0]).self_probabilities(cal.word_ids, grid)
+    assert not np.allclose(fast, cal.n_w, rtol=1e-3)  # control: the fast path would have been wrong

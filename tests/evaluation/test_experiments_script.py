@@ -94,3 +94,23 @@ def test_missing_units_lists_what_no_folder_has(ee):
     assert f"sms: {3 * 3 * n_mech - 10} of {3 * 3 * n_mech} units missing" in text
     assert "  madlib:" not in text  # complete
     assert "  tem: L2: seed 1,2; L10: all; L20: all" in text  # the N_w-matched unit does not count
+
+
+def test_units_skip_and_record_targets_no_epsilon_meets(ee, tmp_path, monkeypatch):
+    """A target the mechanism cannot meet at any ε is skipped (not a crash of the whole grid),
+    recorded in infeasible.json and named under the N_w table."""
+
+    def fake(name, tau):
+        if name == "santext_plus" and tau < 0.7:
+            raise ValueError(f"no epsilon >= 0.01 meets max_n_w={tau} for santext_plus on this vocabulary (worst word 'most' has N_w up to 0.7 even there); raise the target")
+        return 1.0 + tau
+
+    monkeypatch.setattr(ee, "nw_epsilon", fake)
+    units = ee.units(_args(mechanisms="madlib,santext_plus", max_nw="0.5,0.9", seeds=1, out=str(tmp_path)), {})
+    got = {(u[1], u[2]) for u in units[1:]}
+    assert got == {("madlib", 0.5), ("madlib", 0.9), ("santext_plus", 0.9)}
+    assert list(json.loads((tmp_path / "infeasible.json").read_text())) == ["santext_plus 0.5"]
+    recs = [_record("none", 0.0), _record("madlib", 0.5, nw=True)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    nw_part = ee.summarize(tmp_path, plots=False).split("matched by a worst-case N_w target")[1]
+    assert "No ε meets these targets" in nw_part and "santext_plus at 0.5 (worst word 'most' has N_w up to 0.7 even there)" in nw_part

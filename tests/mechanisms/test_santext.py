@@ -238,3 +238,37 @@ def test_cli_params(tmp_path) -> None:
         assert len(words) == 4 and "qqq" not in words
     res = CliRunner().invoke(cli, ["privatize", str(src), "-m", "santext_plus", "-e", "2", "--embedding", str(vec), "--param", "bogus=1"])
     assert res.exit_code == 2
+
+
+# -- the chance of keeping the input over an ε grid (N_w calibration's fast path) -------------------
+
+
+EPS_GRID = np.geomspace(0.05, 80, 9)
+
+
+def test_santext_self_probabilities_match_the_brute_force_on_every_word() -> None:
+    emb = make_embedding()
+    V = len(emb)
+    got = get_mechanism("santext", emb, epsilon=1.0).self_probabilities(np.arange(V), EPS_GRID)
+    want = np.array([np.diag(brute_santext(emb, e)[0][:V]) for e in EPS_GRID]).T
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-300)
+    # control: the instance's own ε must not leak into the grid
+    wrong = np.array([np.diag(brute_santext(emb, 2 * e)[0][:V]) for e in EPS_GRID]).T
+    assert not np.allclose(got, wrong, rtol=1e-3)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
+def test_santext_plus_self_probabilities_match_the_brute_force(p: float) -> None:
+    emb = make_embedding()
+    V = len(emb)
+    mech = SanTextPlus(emb, epsilon=1.0, w=0.6, p=p)
+    sens = mech.target_ids
+    got = mech.self_probabilities(np.arange(V), EPS_GRID)
+    want = np.array([np.diag(brute_santext_plus(emb, e, sens, p)[:V]) for e in EPS_GRID]).T
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-300)
+    assert np.all(got[~mech.is_sensitive] == 1 - p)  # kept verbatim, whatever ε
+
+
+def test_self_probabilities_reject_unk() -> None:
+    with pytest.raises(ValueError, match="vocabulary ids"):
+        get_mechanism("santext", make_embedding(), epsilon=1.0).self_probabilities([-1], [1.0])

@@ -125,3 +125,16 @@ def test_interface_registry_cli(tmp_path) -> None:
     res = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(tmp_path / "o.txt"), "-m", "truncated_gumbel", "-e", "3", "--embedding", str(vec), "--param", "k=5", "--seed", "1"])
     assert res.exit_code == 0, res.output
     assert "qqq" not in (tmp_path / "o.txt").read_text()
+
+
+@pytest.mark.parametrize("k", [1, 7, 40])
+def test_self_probabilities_match_the_brute_force_on_every_word(k: int) -> None:
+    emb = make_embedding()
+    V = len(emb)
+    grid = np.geomspace(0.05, 80, 9)
+    got = get_mechanism("truncated_gumbel", emb, epsilon=1.0, k=k).self_probabilities(np.arange(V), grid)
+    want = np.array([np.diag(brute(emb, e, k)[0][:V]) for e in grid]).T
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-300)
+    if k < V:  # control: without the truncation the values differ
+        untrunc = np.array([np.diag(brute(emb, e, V)[0][:V]) for e in grid]).T
+        assert not np.allclose(got, untrunc, rtol=1e-3)

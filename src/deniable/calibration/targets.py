@@ -25,7 +25,10 @@ Where a calibration comes from (fastest first):
      order; along that order w stays nearest up to a K found by binary search with exact
      Hamming k-NN; N_w(ε) = mean over orders of a Binomial-CDF combination, every ε at once,
      ties rounded up.
-   * ``exact`` (any mechanism with probabilities): ``mechanism.probabilities(w)`` per word and ε.
+   * ``exact`` (any mechanism with probabilities): ``mechanism.probabilities(w)`` per word and ε,
+     or, where the mechanism has ``self_probabilities(ids, epsilons)`` (SanText, SanText+,
+     TruncatedGumbel: ε only scales fixed scores), the whole grid from one pass over each word's
+     distances (~50× faster on the bundled embedding: 5,300 → 110 s for SanText).
    * ``sampled`` (any): ``sample_ids`` at grid ε (12 per decade), Wilson bounds; words chosen
      by isolation (Hamming for BRR) plus a random sample.
 
@@ -722,9 +725,27 @@ def _kernel_curves(factory: Callable[[float], Any], probe: Any, ids: np.ndarray,
 
 
 def _exact_curves(factory: Callable[[float], Any], ids: np.ndarray, epsilons: np.ndarray,
-                  progress: Callable[[int], None] | None) -> np.ndarray:
+                  progress: Callable[[int], None] | None, block: int = 64) -> np.ndarray:
+    """N_w = P[M_ε(w) = w] from ``probabilities``, or, for mechanisms with a
+    ``self_probabilities(ids, epsilons)`` (the whole grid from one pass over each word's
+    distances, e.g. SanText: ~100× fewer distance computations), from that — used only after it
+    agrees with ``factory(ε).probabilities`` on a word at the grid's two ends and middle (a
+    factory may change more than ε)."""
     n_w = np.empty((ids.size, epsilons.size))
     mechs = [factory(float(e)) for e in epsilons]
+    fast = getattr(mechs[0], "self_probabilities", None)
+    if callable(fast) and ids.size:
+        w = int(ids[0])
+        js = sorted({0, epsilons.size // 2, epsilons.size - 1})
+        got = fast(np.array([w]), epsilons[js])[0]
+        want = np.array([float(np.asarray(mechs[j].probabilities(w))[w]) for j in js])
+        if np.allclose(got, want, rtol=1e-6, atol=1e-12):
+            for s in range(0, ids.size, block):
+                b = ids[s : s + block]
+                n_w[s : s + b.size] = fast(b, epsilons)
+                if progress is not None:
+                    progress(b.size)
+            return n_w
     for i, w in enumerate(ids.tolist()):
         for j, m in enumerate(mechs):
             n_w[i, j] = float(np.asarray(m.probabilities(int(w)))[w])

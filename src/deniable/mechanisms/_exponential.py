@@ -29,7 +29,29 @@ import numpy as np
 from ..errors import DeniableWarning
 from ..neighbors.neighborhoods import Neighborhoods, cache_directory, knn_neighborhoods, row_distances
 
-__all__ = ["ExponentialSampler", "PointsWithUnk", "subset_knn"]
+__all__ = ["ExponentialSampler", "PointsWithUnk", "self_probability_curves", "subset_knn"]
+
+
+def self_probability_curves(scores: np.ndarray, own: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
+    """``exp(−(ε/2)·own_r) / Σ_y exp(−(ε/2)·scores[r, y])`` for every row r and every ε: the
+    chance that an exponential mechanism with ε-independent scores (distances, truncated or
+    not) returns the input, ``(R, E)`` float64. ``own`` is each row's own score (``nan``: the
+    input is not a possible output, probability 0). One pass over the scores per ε, stable
+    (scores are shifted by each row's minimum)."""
+    s = np.asarray(scores, dtype=np.float64)
+    own = np.asarray(own, dtype=np.float64)
+    eps = np.asarray(epsilons, dtype=np.float64)
+    lo = s.min(axis=1, keepdims=True)
+    s = s - lo
+    gap = np.where(np.isnan(own), 0.0, own - lo[:, 0])
+    out = np.empty((s.shape[0], eps.size))
+    buf = np.empty_like(s)
+    for j, e in enumerate(eps.tolist()):
+        np.multiply(s, -e / 2.0, out=buf)
+        np.exp(buf, out=buf)
+        out[:, j] = np.exp(-(e / 2.0) * gap) / buf.sum(axis=1)
+    out[np.isnan(own)] = 0.0
+    return out
 
 
 class PointsWithUnk:

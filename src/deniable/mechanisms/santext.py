@@ -27,7 +27,7 @@ from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, MetricSpace, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, subset_knn
+from ._exponential import ExponentialSampler, PointsWithUnk, self_probability_curves, subset_knn
 from .base import EmbeddingMechanism, Guarantee
 from .tem import _METRIC_TEXT, TEM_METRICS
 
@@ -139,6 +139,32 @@ class SanText(EmbeddingMechanism):
         """P[M(x) = y] over the vocabulary (float64, sums to 1)."""
         p = np.exp(self.log_probabilities(word_or_id))
         return p / p.sum()
+
+    def self_probabilities(self, ids: Any, epsilons: Any, *, block: int = 64) -> np.ndarray:
+        """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (this instance's
+        other parameters), ``(len(ids), len(epsilons))`` float64, in closed form: the
+        distances of a word are computed once for the whole ε grid (what N_w calibration
+        needs; :meth:`probabilities` per word and ε recomputes them each time)."""
+        ids = self._as_ids(np.asarray(ids)).ravel()
+        if (ids < 0).any():
+            raise ValueError("self_probabilities takes vocabulary ids (UNK is never an output of itself)")
+        eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
+        out = np.empty((ids.size, eps.size))
+        t = self.target_ids
+        pos = np.full(self.n_words, -1, dtype=np.int64)
+        pos[t] = np.arange(t.size)
+        targets = self.embedding.vectors[t]
+        for s in range(0, ids.size, block):
+            b = ids[s : s + block]
+            d = pairwise_distances(self._pts[b], targets, self.metric)
+            p = pos[b]
+            own = np.where(p >= 0, d[np.arange(b.size), np.maximum(p, 0)], np.nan)
+            out[s : s + b.size] = self._self_from_em(b, self_probability_curves(d, own, eps))
+        return out
+
+    def _self_from_em(self, ids: np.ndarray, em: np.ndarray) -> np.ndarray:
+        """P[M(w) = w] from the exponential mechanism's own-word probabilities (SanText: equal)."""
+        return em
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)
@@ -278,6 +304,12 @@ class SanTextPlus(SanText):
     def probabilities(self, word_or_id: str | int) -> np.ndarray:
         p = np.exp(self.log_probabilities(word_or_id))
         return p / p.sum()
+
+    def _self_from_em(self, ids: np.ndarray, em: np.ndarray) -> np.ndarray:
+        # a sensitive word is always replaced (by the mechanism over V_S, itself included); a
+        # non-sensitive one is kept with probability 1 − p and is never a replacement
+        keep = np.where(self.is_sensitive[ids], 0.0, 1.0 - self.p)[:, None]
+        return np.where(self.is_sensitive[ids][:, None], em, keep)
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         """Euclidean (or ``metric``) distance between sensitive words / UNK; ∞ when one of two

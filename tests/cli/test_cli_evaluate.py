@@ -134,3 +134,42 @@ def test_similarity_without_the_extra_is_a_usage_error(files, tmp_path, monkeypa
     r = run("evaluate", str(data), "-m", "madlib", "-e", "1", "--embedding", str(emb), "-o", str(tmp_path / "o"), "--similarity", "5")
     assert r.exit_code == 2 and "deniable[eval]" in r.output
     assert not (tmp_path / "o").exists()  # nothing ran
+
+
+def test_max_nw_targets_choose_each_epsilon_and_are_recorded(files, tmp_path):
+    """--max-nw: one ε per target from the calibration (the same choice as the Python API), every
+    word's exact N_w at that ε within the target, the targets in results.json and the output."""
+    import deniable
+    from deniable.calibration.targets import choose_epsilon
+
+    emb, data = files
+    out = tmp_path / "out"
+    r = run("evaluate", str(data), "-m", "santext", "--max-nw", "0.5,0.9", "--seeds", "2", "--embedding", str(emb), "-o", str(out),
+            "--min-simulations", "2000", "--no-progress")
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["max_nw"] == [0.5, 0.9]
+    vocab = deniable.load_embedding(str(emb))
+    for row, tau in zip(res["summary"], (0.5, 0.9)):
+        choice, _ = choose_epsilon(lambda e: deniable.get_mechanism("santext", vocab, epsilon=e), tau)
+        assert row["max_nw"] == [tau] and row["epsilon"] == pytest.approx(choice.epsilon) and row["seeds"] == 2
+        m = deniable.get_mechanism("santext", vocab, epsilon=row["epsilon"])
+        assert max(m.probabilities(i)[i] for i in range(len(vocab))) <= tau
+        assert f"max_nw={tau:g}  epsilon={row['epsilon']:g}" in r.output
+    assert res["summary"][0]["epsilon"] < res["summary"][1]["epsilon"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--max-nw", "0.5", "-e", "1"], "not both"),
+        ([], "give -e/--epsilon"),
+        (["--max-nw", "0.5,1"], "strictly between 0 and 1"),
+        (["--max-nw", "0.5,half"], "must be numbers separated by commas"),
+    ],
+)
+def test_target_usage_errors(files, tmp_path, extra, message):
+    emb, data = files
+    r = CliRunner().invoke(cli, ["evaluate", str(data), "-m", "tem", "--embedding", str(emb), "-o", str(tmp_path / "o"), "--no-progress", *extra])
+    assert r.exit_code == 2, r.output
+    assert message in r.output

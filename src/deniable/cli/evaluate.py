@@ -18,6 +18,7 @@ from ..errors import DataError
 from ..mechanisms.registry import available_mechanisms
 from ._io import atomic_output, progress
 from ._options import epsilons_option, parse_params
+from ._targets import build_targeted, check_targets
 from .privatize import build_mechanism
 
 
@@ -74,6 +75,27 @@ def _split(texts, labels, splits, test_fraction: float, path: str):
     if tr.size < 2 or te.size < 2:
         raise DataError(f"need at least 2 training and 2 test texts, got {tr.size} and {te.size}", path=path)
     return [texts[i] for i in tr], y[tr], [texts[i] for i in te], y[te]
+
+
+def _optional_epsilons(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
+    return None if value is None else epsilons_option(ctx, param, value)
+
+
+def _targets_option(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
+    """``--max-nw`` as a list of probabilities strictly between 0 and 1."""
+    if value is None:
+        return None
+    out = []
+    for part in str(value).split(","):
+        try:
+            tau = float(part)
+        except ValueError:
+            raise click.BadParameter(f"must be numbers separated by commas, got {part.strip()!r}") from None
+        _, tau_ok = check_targets(None, tau)
+        out.append(float(tau_ok))
+    if not out:
+        raise click.BadParameter("give at least one target, e.g. 0.5")
+    return out
 
 
 def _mean_ci(values: list[float]) -> dict[str, Any]:
@@ -158,7 +180,12 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.command("evaluate")
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
-@click.option("-e", "--epsilon", "epsilons", required=True, callback=epsilons_option, help="Epsilon, or comma-separated epsilons (e.g. 5,10,20).")
+@click.option("-e", "--epsilon", "epsilons", default=None, callback=_optional_epsilons,
+              help="Epsilon, or comma-separated epsilons (e.g. 5,10,20); or give --max-nw.")
+@click.option("--max-nw", "max_nws", default=None, metavar="P[,P...]", callback=_targets_option,
+              help="Privacy targets instead of -e (e.g. 0.1,0.5,0.9): for each, the largest epsilon at which every vocabulary "
+                   "word comes back unchanged with probability N_w <= P (shipped, cached or computed calibration) — the way to "
+                   "compare mechanisms at matched privacy.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (repeatable), e.g. --param lam=0.5.")
 @click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
 @click.option("--text-column", default="text", show_default=True)
@@ -173,10 +200,11 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
                    "(all-MiniLM-L6-v2, offline; needs deniable[eval]). 0: off.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
-def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
+def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
              similarity_n, out_dir, show_progress):
     """Evaluate a mechanism on a labelled data set: downstream accuracy, word inversion and
-    membership inference (and, with --similarity, meaning kept), for each epsilon and seed.
+    membership inference (and, with --similarity, meaning kept), for each epsilon (or each
+    --max-nw privacy target) and seed.
 
     DATA is a CSV (.csv, .csv.gz) or JSON-lines file with a text and a label column. Each
     (epsilon, seed) run is saved to OUT/runs/ as soon as it finishes; rerunning the same command
@@ -189,6 +217,9 @@ def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, lab
     bad = sorted(set(wanted) - set(ATTACKS))
     if bad:
         raise click.BadParameter(f"unknown attack(s) {', '.join(bad)}; choose from {', '.join(ATTACKS)} or 'none'", param_hint="--attacks")
+    if (epsilons is None) == (max_nws is None):
+        raise click.UsageError("give -e/--epsilon EPS[,EPS...] or --max-nw P[,P...] (privacy targets), not both" if epsilons
+                               else "give -e/--epsilon EPS[,EPS...] or --max-nw P[,P...] (largest allowed chance, 0 < P < 1, that a word comes back unchanged)")
     param_values = parse_params(params)
     sentence_model = None
     if similarity_n:
@@ -203,10 +234,21 @@ def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, lab
     xtr, ytr, xte, yte = _split(texts, labels, splits, test_fraction, data)
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    mechs = {e: build_mechanism(mechanism, e, param_values, embedding_path, None, progress=show_progress) for e in epsilons}
+    targets: dict[float, list[float]] = {}  # ε -> the --max-nw targets that chose it
+    if max_nws is not None:
+        mechs = {}
+        for tau in max_nws:
+            m = build_targeted(build_mechanism, mechanism, None, tau, param_values, embedding_path, None, progress=show_progress)
+            mechs.setdefault(float(m.epsilon), m)
+            targets.setdefault(float(m.epsilon), []).append(tau)
+        epsilons = sorted(mechs)
+    else:
+        mechs = {e: build_mechanism(mechanism, e, param_values, embedding_path, None, progress=show_progress) for e in epsilons}
     jobs = [(None, 0)] + [(e, s) for e in epsilons for s in range(seeds)]
     config = {"data": str(data), "mechanism": mechanism, "params": param_values, "epsilons": epsilons, "seeds": seeds, "attacks": wanted,
               "n_train": len(xtr), "n_test": len(xte), "min_simulations": min_simulations}
+    if targets:
+        config["max_nw"] = max_nws
     # what a saved run must have been computed with to be reused (similarity only when asked, so
     # runs saved without it stay valid for commands without it)
     run_keys = ("data", "mechanism", "params", "attacks", "n_train", "n_test")
@@ -248,12 +290,16 @@ def evaluate(data, mechanism, epsilons, params, embedding_path, text_column, lab
     baseline = next((r for r in runs if r["epsilon"] is None), None)
     private = [r for r in runs if r["epsilon"] is not None]
     summary = summarize_runs(private)
+    for row in summary:
+        if row["epsilon"] in targets:
+            row["max_nw"] = targets[row["epsilon"]]
     result = {"config": config, "baseline": baseline, "summary": summary, "runs": private}
     with atomic_output(out / "results.json") as f:
         f.write(json.dumps(result, indent=1) + "\n")
-    plotted = _plot(out / "results.png", summary, baseline, f"{mechanism} on {Path(data).name}")
+    title = f"{mechanism} on {Path(data).name}" + (" at max N_w " + ", ".join(f"{t:g}" for t in max_nws) if targets else "")
+    plotted = _plot(out / "results.png", summary, baseline, title)
     for row in summary:
-        parts = [f"epsilon={row['epsilon']:g}"]
+        parts = ([f"max_nw={','.join(f'{t:g}' for t in row['max_nw'])}"] if "max_nw" in row else []) + [f"epsilon={row['epsilon']:g}"]
         for key in ("acc_clean", "acc_priv", "inversion_top1", "mia_auc", "similarity"):
             if key in row:
                 parts.append(f"{key}={row[key]['mean']:.4f}")

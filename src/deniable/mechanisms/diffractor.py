@@ -98,6 +98,10 @@ class Diffractor(EmbeddingMechanism):
     * ``noise="tem"``: P[j] ∝ exp(−(ε/2)·min(|j − i|, γ)) over all positions (TEM on the line;
       γ from TEM's Theorem 3 with ``beta`` unless given).
 
+    With geometric noise the first and last word of each list keep themselves with probability
+    1/(1 + e^(−ε)) ≥ ½ at every ε (clamping; see docs/mechanisms/diffractor.md): a worst-case
+    N_w target below ½ needs ``noise="tem"``.
+
     Both are sampled exactly and vectorized (:meth:`probabilities` is the closed form).
 
     **Guarantee**: ε·d-privacy with d(w, w') = max_l |pos_l(w) − pos_l(w')|, the largest

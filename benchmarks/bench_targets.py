@@ -10,6 +10,8 @@ exact nearest-neighbour search per word), so the machine's load cancels in the r
 
     python benchmarks/bench_targets.py            # everything (minutes)
     python benchmarks/bench_targets.py --quick    # resolution only
+    python benchmarks/bench_targets.py --exact santext,santext_plus,truncated_gumbel --quick
+        # the exact estimator's grid path (self_probabilities) vs probabilities per word and ε
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--mechanisms", default="madlib,mahalanobis,tem,brr")
+    ap.add_argument("--exact", default="", help="mechanisms whose self_probabilities grid path to time against the per-word loop")
+    ap.add_argument("--exact-words", type=int, default=8)
     args = ap.parse_args()
-    names = args.mechanisms.split(",")
+    names = args.mechanisms.split(",") if args.mechanisms else []
 
     t = time.perf_counter()
     emb = deniable.load_embedding()
@@ -38,6 +42,23 @@ def main() -> None:
     madlib.sample_ids(np.arange(len(emb)), rng=0)
     ref = time.perf_counter() - t
     print(f"reference: Madlib over the {len(emb)}-word vocabulary once: {ref:.2f} s ({len(emb) / ref:,.0f} words/s)")
+
+    if args.exact:
+        from deniable.calibration.targets import default_epsilons
+
+        grid = default_epsilons()
+        ids = np.random.default_rng(0).choice(len(emb), args.exact_words, replace=False)
+        for name in args.exact.split(","):
+            mechs = [deniable.get_mechanism(name, emb, epsilon=float(e)) for e in grid]
+            t = time.perf_counter()
+            fast = mechs[0].self_probabilities(ids, grid)
+            tf = time.perf_counter() - t
+            t = time.perf_counter()
+            loop = np.array([[m.probabilities(int(w))[w] for m in mechs] for w in ids])
+            tl = time.perf_counter() - t
+            print(f"{name}: N_w over {grid.size} epsilons, {ids.size} words: self_probabilities {ids.size / tf:.1f} words/s "
+                  f"({tf / ref:.2f}x reference), probabilities loop {ids.size / tl:.2f} words/s ({tl / ref:.2f}x reference); "
+                  f"speed-up {tl / tf:.0f}x; max relative difference {np.max(np.abs(fast - loop) / np.maximum(loop, 1e-300)):.1e}")
 
     for name in names:
         t = time.perf_counter()

@@ -173,3 +173,13 @@ def test_target_usage_errors(files, tmp_path, extra, message):
     r = CliRunner().invoke(cli, ["evaluate", str(data), "-m", "tem", "--embedding", str(emb), "-o", str(tmp_path / "o"), "--no-progress", *extra])
     assert r.exit_code == 2, r.output
     assert message in r.output
+
+
+def test_a_target_no_epsilon_meets_is_a_usage_error_naming_the_word(files, tmp_path):
+    """SanText+ keeps each non-sensitive word with probability 1 - p = 0.7 at every ε."""
+    emb, data = files
+    r = CliRunner().invoke(cli, ["evaluate", str(data), "-m", "santext_plus", "--max-nw", "0.5", "--embedding", str(emb),
+                                 "-o", str(tmp_path / "o"), "--no-progress"])
+    assert r.exit_code == 2, r.output
+    assert "no epsilon" in r.output and "max_n_w=0.5" in r.output and "N_w up to 0.7" in r.output
+    assert not (tmp_path / "o" / "results.json").exists()

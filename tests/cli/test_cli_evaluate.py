@@ -182,4 +182,4 @@ def test_a_target_no_epsilon_meets_is_a_usage_error_naming_the_word(files, tmp_p
                                  "-o", str(tmp_path / "o"), "--no-progress"])
     assert r.exit_code == 2, r.output
     assert "no epsilon" in r.output and "max_n_w=0.5" in r.output and "N_w up to 0.7" in r.output
-    assert not (tmp_path / "o" / "results.json").exists()
+    assert not (tmp_path / "o").exists()  # nothing written

@@ -232,8 +232,6 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     out = Path(out_dir)
     texts, labels, splits = read_labelled(data, text_column, label_column, split_column)
     xtr, ytr, xte, yte = _split(texts, labels, splits, test_fraction, data)
-    runs_dir = out / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
     targets: dict[float, list[float]] = {}  # ε -> the --max-nw targets that chose it
     if max_nws is not None:
         mechs = {}
@@ -244,6 +242,8 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
         epsilons = sorted(mechs)
     else:
         mechs = {e: build_mechanism(mechanism, e, param_values, embedding_path, None, progress=show_progress) for e in epsilons}
+    runs_dir = out / "runs"  # created only once every mechanism (and target) is valid
+    runs_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(None, 0)] + [(e, s) for e in epsilons for s in range(seeds)]
     config = {"data": str(data), "mechanism": mechanism, "params": param_values, "epsilons": epsilons, "seeds": seeds, "attacks": wanted,
               "n_train": len(xtr), "n_test": len(xte), "min_simulations": min_simulations}

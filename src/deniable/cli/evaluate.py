@@ -91,8 +91,8 @@ def _targets_option(ctx: click.Context, param: click.Parameter, value: str | Non
             tau = float(part)
         except ValueError:
             raise click.BadParameter(f"must be numbers separated by commas, got {part.strip()!r}") from None
-        _, tau_ok = check_targets(None, tau)
-        out.append(float(tau_ok))
+        check_targets(None, tau)  # a usage error (exit 2) unless 0 < tau < 1
+        out.append(tau)
     if not out:
         raise click.BadParameter("give at least one target, e.g. 0.5")
     return out

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import DeniableWarning
 from ..neighbors.neighborhoods import Neighborhoods, cache_directory, knn_neighborhoods, row_distances
 
-__all__ = ["ExponentialSampler", "PointsWithUnk", "self_probability_curves", "subset_knn"]
+__all__ = ["ExponentialSampler", "PointsWithUnk", "self_probabilities_by_block", "self_probability_curves", "subset_knn"]
 
 
 def self_probability_curves(scores: np.ndarray, own: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
@@ -52,6 +52,24 @@ def self_probability_curves(scores: np.ndarray, own: np.ndarray, epsilons: np.nd
         out[:, j] = np.exp(-(e / 2.0) * gap) / buf.sum(axis=1)
     out[np.isnan(own)] = 0.0
     return out
+
+
+def self_probabilities_by_block(
+    mechanism: Any, ids: Any, epsilons: Any, scores_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], block: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, P[M(w) = w] per id and ε)`` for ``self_probabilities`` methods: validates the
+    vocabulary ids (UNK is refused: it is never an output of itself) and runs
+    :func:`self_probability_curves` on ``scores_of(block_ids) -> (scores, own)``, ``block`` words
+    at a time so the score matrix stays small."""
+    ids = mechanism._as_ids(np.asarray(ids)).ravel()
+    if (ids < 0).any():
+        raise ValueError("self_probabilities takes vocabulary ids (UNK is never an output of itself)")
+    eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
+    out = np.empty((ids.size, eps.size))
+    for s in range(0, ids.size, block):
+        b = ids[s : s + block]
+        out[s : s + b.size] = self_probability_curves(*scores_of(b), eps)
+    return ids, out
 
 
 class PointsWithUnk:

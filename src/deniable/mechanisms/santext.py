@@ -27,7 +27,7 @@ from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, MetricSpace, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, self_probability_curves, subset_knn
+from ._exponential import ExponentialSampler, PointsWithUnk, self_probabilities_by_block, subset_knn
 from .base import EmbeddingMechanism, Guarantee
 from .tem import _METRIC_TEXT, TEM_METRICS
 
@@ -145,22 +145,18 @@ class SanText(EmbeddingMechanism):
         other parameters), ``(len(ids), len(epsilons))`` float64, in closed form: the
         distances of a word are computed once for the whole ε grid (what N_w calibration
         needs; :meth:`probabilities` per word and ε recomputes them each time)."""
-        ids = self._as_ids(np.asarray(ids)).ravel()
-        if (ids < 0).any():
-            raise ValueError("self_probabilities takes vocabulary ids (UNK is never an output of itself)")
-        eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
-        out = np.empty((ids.size, eps.size))
         t = self.target_ids
         pos = np.full(self.n_words, -1, dtype=np.int64)
         pos[t] = np.arange(t.size)
         targets = self.embedding.vectors[t]
-        for s in range(0, ids.size, block):
-            b = ids[s : s + block]
+
+        def scores_of(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             d = pairwise_distances(self._pts[b], targets, self.metric)
             p = pos[b]
-            own = np.where(p >= 0, d[np.arange(b.size), np.maximum(p, 0)], np.nan)
-            out[s : s + b.size] = self._self_from_em(b, self_probability_curves(d, own, eps))
-        return out
+            return d, np.where(p >= 0, d[np.arange(b.size), np.maximum(p, 0)], np.nan)
+
+        ids, em = self_probabilities_by_block(self, ids, epsilons, scores_of, block)
+        return self._self_from_em(ids, em)
 
     def _self_from_em(self, ids: np.ndarray, em: np.ndarray) -> np.ndarray:
         """P[M(w) = w] from the exponential mechanism's own-word probabilities (SanText: equal)."""

@@ -30,7 +30,7 @@ from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, self_probability_curves
+from ._exponential import ExponentialSampler, PointsWithUnk, self_probabilities_by_block
 from .base import EmbeddingMechanism, Guarantee
 from .santext import _check_cache_dir, _check_metric, _metric_text
 
@@ -182,20 +182,15 @@ class TruncatedGumbel(EmbeddingMechanism):
         """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (same k and
         metric; γ_w does not depend on ε), ``(len(ids), len(epsilons))`` float64, closed form
         with each word's distances computed once for the whole grid (for N_w calibration)."""
-        ids = self._as_ids(np.asarray(ids)).ravel()
-        if (ids < 0).any():
-            raise ValueError("self_probabilities takes vocabulary ids (UNK is never an output of itself)")
-        eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
-        out = np.empty((ids.size, eps.size))
         nb = self.precompute()
-        V = self.n_words
-        gam = nb.distances[nb.indptr[1:] - 1] if self._kk < V else np.full(nb.n_rows, np.inf)
-        for s in range(0, ids.size, block):
-            b = ids[s : s + block]
+        gam = nb.distances[nb.indptr[1:] - 1] if self._kk < self.n_words else np.full(nb.n_rows, np.inf)
+
+        def scores_of(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             d = pairwise_distances(self._pts[b], self.embedding.vectors, self.metric)
             np.minimum(d, gam[b][:, None], out=d)
-            out[s : s + b.size] = self_probability_curves(d, d[np.arange(b.size), b], eps)
-        return out
+            return d, d[np.arange(b.size), b]
+
+        return self_probabilities_by_block(self, ids, epsilons, scores_of, block)[1]
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)

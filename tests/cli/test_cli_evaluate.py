@@ -159,6 +159,22 @@ def test_max_nw_targets_choose_each_epsilon_and_are_recorded(files, tmp_path):
     assert res["summary"][0]["epsilon"] < res["summary"][1]["epsilon"]
 
 
+def test_max_nw_reads_the_embedding_file_once_for_all_targets(files, tmp_path, monkeypatch):
+    """A user's embedding file is read once, not once per target (probe) plus once per chosen ε."""
+    from deniable.cli import privatize as privatize_mod
+
+    reads = []
+    real = privatize_mod._load_vocabulary
+    monkeypatch.setattr(privatize_mod, "_load_vocabulary", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    emb, data = files
+    r = run("evaluate", str(data), "-m", "santext", "--max-nw", "0.5,0.9", "--embedding", str(emb), "-o", str(tmp_path / "o"),
+            "--attacks", "none", "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert reads == [str(emb)]
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert [row["max_nw"] for row in res["summary"]] == [[0.5], [0.9]]
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

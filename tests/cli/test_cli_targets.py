@@ -73,6 +73,18 @@ def test_max_nw_chooses_epsilon_prints_summary_and_report(emb_path, text_path, t
     assert f"epsilon={choice.epsilon:.4g}" in err
 
 
+def test_max_nw_reads_the_embedding_file_once(emb_path, text_path, tmp_path, monkeypatch):
+    from deniable.cli import privatize as privatize_mod
+
+    reads = []
+    real = privatize_mod._load_vocabulary
+    monkeypatch.setattr(privatize_mod, "_load_vocabulary", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    res = run(["privatize", text_path, "-o", str(tmp_path / "out.txt"), "-m", "tem", "--embedding", emb_path, "--max-nw", "0.5",
+               "--seed", "0", "--no-progress"])
+    assert res.exit_code == 0, res.stderr
+    assert reads == [emb_path]
+
+
 def test_summary_warns_when_output_is_almost_the_input(emb_path, text_path):
     res = run(["privatize", text_path, "-m", "tem", "--embedding", emb_path, "-e", "1000", "--seed", "0", "--no-progress"])
     assert res.exit_code == 0

@@ -9,13 +9,13 @@ Used by ``deniable privatize`` (and any command that takes ε): decorate the com
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 import numpy as np
 
-__all__ = ["target_options", "check_targets", "build_targeted", "summary_lines", "SurvivalTracker"]
+__all__ = ["target_options", "check_targets", "build_targeted", "build_for_targets", "summary_lines", "SurvivalTracker"]
 
 
 def _number(name: str) -> Callable[[click.Context, click.Parameter, Any], float | None]:
@@ -67,29 +67,47 @@ def build_targeted(
 ) -> Any:
     """The mechanism at ``epsilon``, or at the ε chosen for ``max_nw``.
 
-    ``build(name, epsilon, params, embedding_path, limit, progress=...)`` is the command's own
-    builder (validation, vocabulary loading, pre-computation). With a target it first builds at
-    ε = 1 to validate and load, resolves ε from the shipped / cached / computed calibration
-    (a bar while computing), then builds at the chosen ε with ``epsilon_choice`` set."""
+    ``build(name, epsilon, params, embedding_path, limit, progress=..., vocabulary=...)`` is the
+    command's own builder (validation, vocabulary loading, pre-computation; ``vocabulary``: an
+    already loaded one to reuse). With a target see :func:`build_for_targets`."""
     epsilon, max_nw = check_targets(epsilon, max_nw)
     if max_nw is None:
         return build(name, epsilon, params, embedding_path, limit, progress=progress)
+    return build_for_targets(build, name, [max_nw], params, embedding_path, limit, progress=progress)[0]
+
+
+def build_for_targets(
+    build: Callable[..., Any], name: str, max_nws: Sequence[float], params: dict[str, Any],
+    embedding_path: str | None, limit: int | None, *, progress: bool | None = None,
+) -> list[Any]:
+    """One mechanism per worst-case N_w target in ``max_nws``, each at the ε the calibration chose
+    for it, with ``epsilon_choice`` set.
+
+    Builds once at ε = 1 to validate and load the vocabulary (read from the file once for all
+    targets), resolves each ε from the shipped / cached / computed calibration (a bar while
+    computing; computed at most once, then cached), then builds each chosen mechanism on the same
+    vocabulary. A target no ε meets is a usage error naming the word that cannot meet it."""
     from ..calibration.targets import choose_epsilon
     from ..mechanisms.registry import get_mechanism
 
+    for tau in max_nws:
+        check_targets(None, tau)
     probe = build(name, 1.0, params, embedding_path, limit, progress=progress)
     vocab = probe.vocabulary
 
     def factory(e: float) -> Any:
         return get_mechanism(name, vocab, epsilon=e, **params)
 
-    try:
-        choice, _ = choose_epsilon(factory, max_nw, progress=progress)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    mech = build(name, choice.epsilon, params, embedding_path, limit, progress=progress)
-    mech.epsilon_choice = choice
-    return mech
+    mechs = []
+    for tau in max_nws:
+        try:
+            choice, _ = choose_epsilon(factory, tau, progress=progress)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        mech = build(name, choice.epsilon, params, embedding_path, limit, progress=progress, vocabulary=vocab)
+        mech.epsilon_choice = choice
+        mechs.append(mech)
+    return mechs
 
 
 def summary_lines(mech: Any, stats: dict[str, int], oov: str) -> list[str]:

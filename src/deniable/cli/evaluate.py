@@ -18,7 +18,7 @@ from ..errors import DataError
 from ..mechanisms.registry import available_mechanisms
 from ._io import atomic_output, progress
 from ._options import epsilons_option, parse_params
-from ._targets import build_targeted, check_targets
+from ._targets import build_for_targets, check_targets
 from .privatize import build_mechanism
 
 
@@ -235,8 +235,7 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     targets: dict[float, list[float]] = {}  # ε -> the --max-nw targets that chose it
     if max_nws is not None:
         mechs = {}
-        for tau in max_nws:
-            m = build_targeted(build_mechanism, mechanism, None, tau, param_values, embedding_path, None, progress=show_progress)
+        for tau, m in zip(max_nws, build_for_targets(build_mechanism, mechanism, max_nws, param_values, embedding_path, None, progress=show_progress)):
             mechs.setdefault(float(m.epsilon), m)
             targets.setdefault(float(m.epsilon), []).append(tau)
         epsilons = sorted(mechs)

@@ -47,10 +47,12 @@ def _known_parameters(cls) -> list[str]:
 
 
 def build_mechanism(
-    name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool | None = None, device: str | None = None
+    name: str, epsilon: float, params: dict[str, Any], embedding_path: str | None, limit: int | None, *, progress: bool | None = None, device: str | None = None,
+    vocabulary: Any = None,
 ):
     """Load the embedding and construct the mechanism (the torch backend on ``device`` when
-    given), mapping errors to CLI exit codes."""
+    given), mapping errors to CLI exit codes. ``vocabulary``: one loaded before from the same
+    ``embedding_path`` and ``limit`` (e.g. a probe's), used instead of reading the file again."""
     from ..binary import BinaryEmbedding
     from ..mechanisms.registry import get_mechanism, mechanism_class
 
@@ -69,7 +71,8 @@ def build_mechanism(
         raise click.BadParameter(
             f"unknown parameter(s) {', '.join(unknown)} for {name}; known: {', '.join(_known_parameters(cls)) or 'none'}", param_hint="--param"
         )
-    vocabulary = _load_vocabulary(embedding_path, limit, progress)
+    if vocabulary is None:
+        vocabulary = _load_vocabulary(embedding_path, limit, progress)
     if isinstance(vocabulary, BinaryEmbedding) and name != "brr":
         raise click.BadParameter(f"{embedding_path} is a BRR bundle; it works only with -m brr", param_hint="--embedding")
     try:

@@ -138,3 +138,23 @@ def test_validation(emb):
         inversion_attack(mech, np.array([1, 2]), outputs=np.array([1]))
     with pytest.raises(ValueError, match="closed-form"):
         inversion_attack(Madlib(emb, epsilon=1.0), np.array([1, 2]), method="exact")
+
+
+def test_batched_rows_are_used_and_a_subclass_that_changes_the_distribution_is_respected(emb):
+    from deniable import SanText
+    from deniable.evaluation.inversion import _batched_rows_match
+
+    san = SanText(emb, epsilon=2.0, cache_dir=False)
+    xs = np.array([0, 7, 59])
+    assert _batched_rows_match(san)
+    np.testing.assert_allclose(_log_likelihood_rows(san, xs), np.stack([san.log_probabilities(int(x)) for x in xs]), rtol=1e-12)
+
+    class Flat(SanText):  # changes the distribution, inherits SanText's batched rows
+        def log_probabilities(self, word_or_id):
+            return np.full(self.n_words, -np.log(self.n_words))
+
+    flat = Flat(emb, epsilon=2.0, cache_dir=False)
+    assert not _batched_rows_match(flat)
+    np.testing.assert_allclose(_log_likelihood_rows(flat, xs), -np.log(len(emb)))
+    # control: the inherited batched method would have given SanText's rows
+    assert not np.allclose(flat.log_probability_rows(xs), -np.log(len(emb)))

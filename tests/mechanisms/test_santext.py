@@ -272,3 +272,28 @@ def test_santext_plus_self_probabilities_match_the_brute_force(p: float) -> None
 def test_self_probabilities_reject_unk() -> None:
     with pytest.raises(ValueError, match="vocabulary ids"):
         get_mechanism("santext", make_embedding(), epsilon=1.0).self_probabilities([-1], [1.0])
+
+
+ALL_IDS = np.r_[np.arange(40), -1]  # every word of make_embedding() and UNK (last row of the brute force)
+
+
+def test_santext_log_probability_rows_match_the_brute_force() -> None:
+    emb = make_embedding()
+    mech = get_mechanism("santext", emb, epsilon=1.7)
+    got = mech.log_probability_rows(ALL_IDS, block=7)  # blocks that do not divide the rows
+    np.testing.assert_allclose(np.exp(got), brute_santext(emb, 1.7)[0], rtol=1e-9, atol=1e-300)
+    # control: a different ε gives different rows
+    assert not np.allclose(np.exp(got), brute_santext(emb, 3.4)[0], rtol=1e-3)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
+def test_santext_plus_log_probability_rows_match_the_brute_force(p: float) -> None:
+    emb = make_embedding()
+    mech = SanTextPlus(emb, epsilon=1.7, w=0.6, p=p)
+    with np.errstate(divide="ignore"):
+        want = np.log(brute_santext_plus(emb, 1.7, mech.target_ids, p))
+    got = mech.log_probability_rows(ALL_IDS, block=7)
+    np.testing.assert_allclose(np.exp(got), np.exp(want), rtol=1e-9, atol=1e-300)
+    assert np.array_equal(np.isinf(got), np.isinf(want))  # zero probability exactly where the closed form has it
+    for i in (0, 5, 39, -1):  # and the same as the one-row method
+        np.testing.assert_allclose(got[i], mech.log_probabilities(int(ALL_IDS[i])), rtol=1e-12)

@@ -138,3 +138,13 @@ def test_self_probabilities_match_the_brute_force_on_every_word(k: int) -> None:
     if k < V:  # control: without the truncation the values differ
         untrunc = np.array([np.diag(brute(emb, e, V)[0][:V]) for e in grid]).T
         assert not np.allclose(got, untrunc, rtol=1e-3)
+
+
+@pytest.mark.parametrize("k", [1, 7, 40])
+def test_log_probability_rows_match_the_brute_force(k: int) -> None:
+    emb = make_embedding()
+    ids = np.r_[np.arange(len(emb)), -1]  # every word, then UNK (the brute force's last row)
+    got = get_mechanism("truncated_gumbel", emb, epsilon=1.7, k=k).log_probability_rows(ids, block=7)
+    np.testing.assert_allclose(np.exp(got), brute(emb, 1.7, k)[0], rtol=1e-9, atol=1e-300)
+    if k < len(emb):  # control: without the truncation the rows differ
+        assert not np.allclose(np.exp(got), brute(emb, 1.7, len(emb))[0], rtol=1e-3)

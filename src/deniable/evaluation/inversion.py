@@ -82,6 +82,25 @@ def _is_tem(mechanism: Any) -> bool:
     return isinstance(mechanism, TEM) and type(mechanism).log_probabilities is TEM.log_probabilities
 
 
+def _batched_rows_match(mechanism: Any) -> bool:
+    """Whether ``mechanism.log_probability_rows`` is defined no higher in the class hierarchy than
+    its ``log_probabilities`` / ``probabilities`` (a subclass that changes the distribution but
+    inherits a batched method would get the parent's rows)."""
+    cls = type(mechanism)
+    if not callable(getattr(mechanism, "log_probability_rows", None)):
+        return False
+
+    def definer(name: str) -> type | None:
+        return next((c for c in cls.__mro__ if name in c.__dict__), None)
+
+    rows = definer("log_probability_rows")
+    for name in ("log_probabilities", "probabilities"):
+        d = definer(name)
+        if d is not None and rows is not None and d is not rows and issubclass(d, rows):
+            return False
+    return True
+
+
 def _log_likelihood_rows(mechanism: Any, xs: np.ndarray) -> np.ndarray:
     """log P[M(x) = y] for each x in ``xs`` (rows) and every vocabulary word y (columns)."""
     if _is_tem(mechanism):
@@ -91,6 +110,8 @@ def _log_likelihood_rows(mechanism: Any, xs: np.ndarray) -> np.ndarray:
         logits = -(mechanism.epsilon / 2.0) * np.minimum(np.asarray(d, dtype=np.float64), mechanism.gamma)
         m = logits.max(axis=1, keepdims=True)
         return logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
+    if _batched_rows_match(mechanism):  # batched where the mechanism can, else row by row
+        return np.asarray(mechanism.log_probability_rows(xs), dtype=np.float64)
     fn = getattr(mechanism, "log_probabilities", None)
     if fn is not None:
         return np.stack([np.asarray(fn(int(x)), dtype=np.float64) for x in xs])

@@ -135,6 +135,25 @@ class Mechanism(ABC):
             return False
         return True
 
+    def log_probability_rows(self, ids: Any) -> np.ndarray:
+        """``log P[M(x) = y]`` for each id x in ``ids`` (rows; UNK_ID allowed) and every vocabulary
+        word y, ``(len(ids), V)`` float64. Needs exact probabilities (:attr:`has_exact_probabilities`).
+
+        The default stacks ``log_probabilities`` (or the log of ``probabilities``) one row at a
+        time; mechanisms whose rows share one distance computation override it with a batched
+        one (the exact inversion adversary and statistics over the whole vocabulary call this)."""
+        arr = self._as_ids(np.asarray(ids)).ravel()
+        fn = getattr(self, "log_probabilities", None)
+        if fn is not None:
+            rows = [np.asarray(fn(int(x)), dtype=np.float64) for x in arr]
+        else:
+            prob = getattr(self, "probabilities", None)
+            if prob is None:
+                raise NotImplementedError(f"{type(self).__name__} has no closed-form probabilities")
+            with np.errstate(divide="ignore"):
+                rows = [np.log(np.asarray(prob(int(x)), dtype=np.float64)) for x in arr]
+        return np.stack(rows) if rows else np.empty((0, self.n_words))
+
     @property
     def finite_metric(self) -> bool:
         """Whether the guarantee's distance is finite between every two words (False: an output

@@ -135,6 +135,25 @@ class SanText(EmbeddingMechanism):
         """log P[M(x) = y] for every vocabulary word y (closed form, log-sum-exp)."""
         return self._em_log_probabilities(self._row(word_or_id))
 
+    def _em_log_probability_rows(self, ids: np.ndarray, block: int) -> np.ndarray:
+        """:meth:`_em_log_probabilities` for many ids (UNK_ID allowed), ``block`` rows per
+        distance computation: ``(len(ids), len(target_ids))``."""
+        rows = np.where(ids == UNK_ID, self.n_words, ids)
+        targets = self.embedding.vectors[self.target_ids]
+        out = np.empty((ids.size, targets.shape[0]))
+        for s in range(0, rows.size, block):
+            r = rows[s : s + block]
+            logits = -(self.epsilon / 2.0) * pairwise_distances(self._pts[r], targets, self.metric)
+            m = logits.max(axis=1, keepdims=True)
+            out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
+        return out
+
+    def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
+        """``log P[M(x) = y]`` for each id in ``ids`` (UNK_ID allowed) and every word y,
+        ``(len(ids), V)``: :meth:`log_probabilities` row by row, with one distance computation
+        per ``block`` rows."""
+        return self._em_log_probability_rows(self._as_ids(np.asarray(ids)).ravel(), block)
+
     def probabilities(self, word_or_id: str | int) -> np.ndarray:
         """P[M(x) = y] over the vocabulary (float64, sums to 1)."""
         p = np.exp(self.log_probabilities(word_or_id))
@@ -295,6 +314,20 @@ class SanTextPlus(SanText):
         out[self._targets] = em + (math.log(self.p) if self.p > 0 else -np.inf)
         if self.p < 1:
             out[i] = np.logaddexp(out[i], math.log1p(-self.p))
+        return out
+
+    def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
+        """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
+        with one distance computation per ``block`` rows."""
+        ids = self._as_ids(np.asarray(ids)).ravel()
+        em = self._em_log_probability_rows(ids, block)
+        out = np.full((ids.size, self.n_words), -np.inf)
+        sensitive = (ids == UNK_ID) | self.is_sensitive[np.maximum(ids, 0)]
+        shift = np.where(sensitive, 0.0, math.log(self.p) if self.p > 0 else -np.inf)
+        out[:, self._targets] = em + shift[:, None]
+        if self.p < 1:
+            r = np.flatnonzero(~sensitive)
+            out[r, ids[r]] = np.logaddexp(out[r, ids[r]], math.log1p(-self.p))
         return out
 
     def probabilities(self, word_or_id: str | int) -> np.ndarray:

@@ -178,6 +178,22 @@ class TruncatedGumbel(EmbeddingMechanism):
         p = np.exp(self.log_probabilities(word_or_id))
         return p / p.sum()
 
+    def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
+        """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
+        with one distance computation per ``block`` rows."""
+        ids = self._as_ids(np.asarray(ids)).ravel()
+        rows = np.where(ids == UNK_ID, self.n_words, ids)
+        nb = self.precompute()
+        gam = nb.distances[nb.indptr[1:] - 1] if self._kk < self.n_words else np.full(nb.n_rows, np.inf)
+        out = np.empty((ids.size, self.n_words))
+        for s in range(0, rows.size, block):
+            r = rows[s : s + block]
+            d = pairwise_distances(self._pts[r], self.embedding.vectors, self.metric)
+            logits = -(self.epsilon / 2.0) * np.minimum(d, gam[r][:, None])
+            m = logits.max(axis=1, keepdims=True)
+            out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
+        return out
+
     def self_probabilities(self, ids: Any, epsilons: Any, *, block: int = 64) -> np.ndarray:
         """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (same k and
         metric; γ_w does not depend on ε), ``(len(ids), len(epsilons))`` float64, closed form

@@ -332,6 +332,46 @@ def _emit(f, rec: dict, t0: float) -> None:
     print(f"[{time.time() - t0:7.1f}s] {rec['dataset']} {rec['mechanism']} L={rec['level']} eps={rec['epsilon']} seed={rec['seed']}:{acc}{extra} ({rec['seconds']:.1f} s)", flush=True)
 
 
+# -- the Bayes-optimal inversion adversary (closed-form mechanisms) -----------------------------
+def exact_inversion(args) -> None:
+    """For every (data set, mechanism, level) of the grid that ``args`` selects whose mechanism has
+    closed-form probabilities: the Bayes-optimal adversary (prior = training-token frequencies)
+    on the test tokens, ``inversion_attack(method="exact")``, one line per cell in
+    ``OUT/exact_inversion.jsonl`` (resumable). Its expected rates are exact and depend on ε only,
+    not on a unit's seed, so one line per cell serves every seed of the grid."""
+    import deniable
+    from deniable.evaluation import inversion_attack, token_ids
+    from deniable.evaluation.inversion import has_exact_probabilities
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "exact_inversion.jsonl"
+    done = {_key({**json.loads(line), "seed": 0}) for line in path.read_text().splitlines() if line.strip()} if path.exists() else set()
+    ratios = json.loads(Path(args.ratios).read_text()) if args.ratios else {"madlib": 1.0, "tem": 1.0}
+    cells = sorted({(d, m, float(lv), e) for d, m, lv, e, _ in units(args, ratios) if m != "none" and d != "blogs"}, key=lambda c: (c[0], c[2], c[1]))
+    from tqdm import tqdm
+
+    with path.open("a") as f:
+        for d, m, level, eps in tqdm(cells, desc="exact inversion", file=sys.stdout, mininterval=5):
+            if (d, m, level, 0) in done:
+                continue
+            mech = deniable.get_mechanism(m, epsilon=eps)
+            if not has_exact_probabilities(mech):
+                continue
+            t = time.time()
+            xtr, _, xte, _ = _data(args, d)
+            x_tr, x_te = token_ids(mech, xtr), token_ids(mech, xte)
+            prior = np.bincount(x_tr[x_tr >= 0], minlength=mech.n_words).astype(np.float64)
+            inv = inversion_attack(mech, x_te, prior=prior, method="exact", k=5, rng=np.random.default_rng([13, int(round(level * 1000))]))
+            rec = {"dataset": d, "mechanism": m, "level": level, "epsilon": eps, "inversion_exact": {
+                k: v for k, v in inv.as_dict().items() if k not in ("mechanism", "extra")}, "seconds": time.time() - t}
+            if args.max_nw:
+                rec["max_n_w"] = level
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            print(f"{d} {m} L={level:g} eps={eps:.4g}: exact top-1 {inv.top1:.4f} (expected {inv.expected_top1:.4f}) ({rec['seconds']:.0f} s)", flush=True)
+
+
 # -- similarity (needs deniable[eval]) ----------------------------------------------------------
 def similarity(args) -> None:
     from deniable.evaluation import semantic_similarity
@@ -384,6 +424,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
     recs, seen = [], set()
     sims: dict = defaultdict(list)
     infeasible: dict = {}  # "mechanism target" -> why no ε meets it (--max-nw)
+    exact: dict = {}  # (data set, mechanism, level) -> the Bayes-optimal adversary (--exact-inversion)
     for out_dir in dirs:
         for line in (out_dir / "results.jsonl").read_text().splitlines():
             r = json.loads(line) if line.strip() else {"error": "blank"}
@@ -392,6 +433,11 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
                 recs.append(r)
         if (out_dir / "infeasible.json").exists():
             infeasible.update(json.loads((out_dir / "infeasible.json").read_text()))
+        if (out_dir / "exact_inversion.jsonl").exists():
+            for line in (out_dir / "exact_inversion.jsonl").read_text().splitlines():
+                if line.strip():
+                    x = json.loads(line)
+                    exact.setdefault((x["dataset"], x["mechanism"], float(x["level"])), x["inversion_exact"])
         if (out_dir / "similarity.jsonl").exists():
             for line in (out_dir / "similarity.jsonl").read_text().splitlines():
                 s = json.loads(line)
@@ -437,6 +483,10 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
             lines += ["", "No ε meets these targets (so they have no row): " + "; ".join(
                 f"{k.split()[0]} at {k.split()[1]} ({v.split('(', 1)[1].split(')')[0] if '(' in v else v})" for k, v in sorted(infeasible.items())) + "."]
         lines.append("")
+    for r in recs:  # units run since evaluate_mechanism adds the exact adversary itself
+        if "inversion_exact" in r:
+            exact.setdefault((r["dataset"], r["mechanism"], float(r["level"])), r["inversion_exact"])
+    lines += exact_inversion_table(exact, groups, order)
     lines += missing_units(recs)
     lines += ["### time per unit (median over units; seconds)", "",
               "| data set | mechanism | units | wall | CPU | privatizing | fit + tokenizing | inversion | MIA | load avg |",
@@ -454,6 +504,23 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
     if plots:
         _plots(out_dir, {k: v for k, v in groups.items() if not is_nw(k)})
     return "\n".join(lines)
+
+
+def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
+    """Markdown: the Bayes-optimal adversary per cell next to the sampled one of the units."""
+    if not exact:
+        return []
+    lines = ["### Bayes-optimal inversion (mechanisms with closed-form probabilities)", "",
+             "| data set | level | mechanism | ε | expected top-1 % | measured top-1 % (95 % Wilson) | top-5 % | rare top-1 % | "
+             "sampled adversary top-1 % | read as is % |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for k in sorted(exact, key=lambda k: (DATASETS.index(k[0]) if k[0] in DATASETS else 9, k[2] < 1, k[2], order(k[1]))):
+        x = exact[k]
+        inv = [r["inversion"] for r in groups.get(k, []) if r.get("inversion")]
+        lo, hi = x["top1_ci"]
+        lines.append(f"| {k[0]} | {k[2]:g} | {k[1]} | {x['epsilon']:.4g} | {100 * x['expected_top1']:.1f} | {100 * x['top1']:.1f} "
+                     f"({100 * lo:.1f}–{100 * hi:.1f}) | {100 * x['topk']:.1f} | {100 * x['rare_top1']:.1f} | "
+                     f"{_ci95([100 * i['top1'] for i in inv])} | {_ci95([100 * i['unchanged'] for i in inv])} |")
+    return lines + [""]
 
 
 def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
@@ -546,6 +613,8 @@ def main(argv=None) -> None:
     p.add_argument("--similarity-n", type=int, default=500)
     p.add_argument("--similarity-model", default=None)
     p.add_argument("--summarize", metavar="DIR[,DIR...]")
+    p.add_argument("--exact-inversion", action="store_true",
+                   help="the Bayes-optimal inversion adversary for the selected cells whose mechanism has closed-form probabilities")
     args = p.parse_args(argv)
     sys.path.insert(0, str(HERE))
     if args.compute_ratios:
@@ -554,6 +623,8 @@ def main(argv=None) -> None:
         print(summarize([Path(d) for d in args.summarize.split(",")]))
     elif args.similarity:
         similarity(args)
+    elif args.exact_inversion:
+        exact_inversion(args)
     else:
         run(args)
 

@@ -157,6 +157,9 @@ def test_max_nw_targets_choose_each_epsilon_and_are_recorded(files, tmp_path):
         assert max(m.probabilities(i)[i] for i in range(len(vocab))) <= tau
         assert f"max_nw={tau:g}  epsilon={row['epsilon']:g}" in r.output
     assert res["summary"][0]["epsilon"] < res["summary"][1]["epsilon"]
+    # SanText has closed-form probabilities: the Bayes-optimal adversary is reported next to the sampled one
+    assert all("inversion_exact_top1" in row and "inversion_exact_expected_top1" in row for row in res["summary"])
+    assert "inversion_exact_top1=" in r.output
 
 
 def test_max_nw_reads_the_embedding_file_once_for_all_targets(files, tmp_path, monkeypatch):

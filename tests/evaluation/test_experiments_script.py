@@ -114,3 +114,37 @@ def test_units_skip_and_record_targets_no_epsilon_meets(ee, tmp_path, monkeypatc
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     nw_part = ee.summarize(tmp_path, plots=False).split("matched by a worst-case N_w target")[1]
     assert "No ε meets these targets" in nw_part and "santext_plus at 0.5 (worst word 'most' has N_w up to 0.7 even there)" in nw_part
+
+
+def test_exact_inversion_cells_are_computed_once_and_summarized(ee, tmp_path, monkeypatch):
+    """--exact-inversion: one line per (data set, mechanism, level) whose mechanism has closed-form
+    probabilities (Madlib has none: no line), equal to inversion_attack(method="exact") with the
+    training prior; a rerun adds nothing; the summary shows it next to the units' sampled adversary."""
+    import numpy as np
+
+    from deniable.evaluation import inversion_attack, token_ids
+
+    from ..conftest import random_embedding
+
+    small = random_embedding(n=80, dim=4, seed=2)  # the bundled embedding's k-nearest table would take most of the test
+    real = deniable.get_mechanism
+    monkeypatch.setattr(deniable, "get_mechanism", lambda name, vocabulary=None, **kw: real(name, small, **kw))
+    words = small.words[:60]
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=8)) for _ in range(60)]
+    monkeypatch.setattr(ee, "_data", lambda args, name: (texts[:40], [0] * 40, texts[40:], [0] * 20))
+    (tmp_path / "ratios.json").write_text(json.dumps({"santext": 1.0}))
+    args = _args(mechanisms="santext,madlib", levels="2", seeds=1, out=str(tmp_path), ratios=str(tmp_path / "ratios.json"))
+    ee.exact_inversion(args)
+    lines = [json.loads(x) for x in (tmp_path / "exact_inversion.jsonl").read_text().splitlines()]
+    assert [(x["mechanism"], x["level"]) for x in lines] == [("santext", 2.0)]
+    mech = deniable.get_mechanism("santext", epsilon=2.0)
+    x_tr, x_te = token_ids(mech, texts[:40]), token_ids(mech, texts[40:])
+    want = inversion_attack(mech, x_te, prior=np.bincount(x_tr[x_tr >= 0], minlength=mech.n_words).astype(float), method="exact")
+    assert lines[0]["inversion_exact"]["expected_top1"] == pytest.approx(want.expected_top1, rel=1e-12)
+    ee.exact_inversion(args)  # resume: nothing new
+    assert len((tmp_path / "exact_inversion.jsonl").read_text().splitlines()) == 1
+    (tmp_path / "results.jsonl").write_text(json.dumps(_record("santext", 2.0)) + "\n")
+    table = ee.summarize(tmp_path, plots=False).split("### Bayes-optimal inversion")[1].split("###")[0]
+    row = next(r for r in table.splitlines() if "| santext |" in r)
+    assert f"| {100 * want.expected_top1:.1f} |" in row and row.rstrip().endswith("| 20.0 | 10.0 |")  # the unit's sampled top-1, read as is

@@ -115,6 +115,8 @@ METRICS = {
     "inversion_top1": lambda r: r["inversion"]["top1"] if "inversion" in r else None,
     "inversion_top5": lambda r: r["inversion"]["topk"] if "inversion" in r else None,
     "inversion_rare_top1": lambda r: r["inversion"]["rare_top1"] if "inversion" in r else None,
+    "inversion_exact_top1": lambda r: r["inversion_exact"]["top1"] if "inversion_exact" in r else None,
+    "inversion_exact_expected_top1": lambda r: r["inversion_exact"]["expected_top1"] if "inversion_exact" in r else None,
     "mia_auc": lambda r: r["mia"]["auc"] if "mia" in r else None,
     "similarity": lambda r: r["similarity"]["mean"] if "similarity" in r else None,
 }
@@ -142,19 +144,19 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    panels = [
-        (("acc_clean", "clean test"), ("acc_priv", "privatized test"), "accuracy"),
-        (("inversion_top1", "top-1"), ("inversion_top5", "top-5"), "words recovered by inversion"),
-        (("mia_auc", "loss-threshold"), None, "membership inference AUC"),
+    panels: list[tuple[list[tuple[str, str]], str]] = [
+        ([("acc_clean", "clean test"), ("acc_priv", "privatized test")], "accuracy"),
+        ([("inversion_top1", "top-1"), ("inversion_top5", "top-5"), ("inversion_exact_top1", "Bayes-optimal top-1")], "words recovered by inversion"),
+        ([("mia_auc", "loss-threshold")], "membership inference AUC"),
+        ([("similarity", "mean cosine")], "meaning kept (sentence similarity)"),
     ]
-    panels.append((("similarity", "mean cosine"), None, "meaning kept (sentence similarity)"))
     # only what was measured (--attacks none leaves accuracy alone)
-    panels = [p for p in panels if any(x[0] in r for x in p[:2] if x for r in summary)] or panels[:1]
+    panels = [p for p in panels if any(key in r for key, _ in p[0] for r in summary)] or panels[:1]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.8), squeeze=False)
     axes = axes[0]
     eps = [r["epsilon"] for r in summary]
-    for ax, (a, b, ylabel) in zip(axes, panels):
-        for key, label in [x for x in (a, b) if x]:
+    for ax, (series, ylabel) in zip(axes, panels):
+        for key, label in series:
             pts = [(e, r[key]) for e, r in zip(eps, summary) if key in r]
             if not pts:
                 continue
@@ -299,7 +301,7 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     plotted = _plot(out / "results.png", summary, baseline, title)
     for row in summary:
         parts = ([f"max_nw={','.join(f'{t:g}' for t in row['max_nw'])}"] if "max_nw" in row else []) + [f"epsilon={row['epsilon']:g}"]
-        for key in ("acc_clean", "acc_priv", "inversion_top1", "mia_auc", "similarity"):
+        for key in ("acc_clean", "acc_priv", "inversion_top1", "inversion_exact_top1", "mia_auc", "similarity"):
             if key in row:
                 parts.append(f"{key}={row[key]['mean']:.4f}")
         click.echo("  ".join(parts))

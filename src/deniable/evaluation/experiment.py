@@ -18,7 +18,7 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator
 from ..text.privatize import privatize_texts
-from .inversion import inversion_attack
+from .inversion import has_exact_probabilities, inversion_attack
 from .membership import membership_scores_result
 from .utility import TextClassifier, _check_labels, _check_texts, classification_scores, tokenize_texts, words_changed
 
@@ -67,6 +67,7 @@ def evaluate_mechanism(
     k: int = 5,
     samples: int = 0,
     audit_classifier: TextClassifier | None = None,
+    exact_inversion: bool | None = None,
 ) -> dict[str, Any]:
     """Utility and attacks of one privatization of a labelled data set, as a JSON-ready dict.
 
@@ -80,7 +81,9 @@ def evaluate_mechanism(
       to ``min_simulations`` draws) with their frequencies as prior, and inverts the privatized
       test tokens (``inversion``: top-1/top-k, rare words, Wilson intervals; see
       :func:`inversion_attack`, ``method="sample"`` for every mechanism so they are compared
-      alike).
+      alike). Where the mechanism has closed-form probabilities also the Bayes-optimal adversary
+      with the same prior (``inversion_exact``: ``method="exact"``, including the exact expected
+      rates ``expected_top1`` …); ``exact_inversion=False`` skips it, ``True`` requires it.
 
     ``audit_classifier`` (e.g. ``TextClassifier(alpha=1e-7)``, barely regularized): a second
     model fitted on the same privatized training texts and attacked the same way (``mia_audit``)
@@ -143,6 +146,11 @@ def evaluate_mechanism(
             inv = inversion_attack(mechanism, x_te, outputs=y_te, prior=prior, simulations=(sx, sy), method="sample", k=k)
             rec["inversion"] = {key: v for key, v in inv.as_dict().items() if key not in ("mechanism", "extra")}
             rec["inversion_s"] = time.time() - t
+            if exact_inversion or (exact_inversion is None and has_exact_probabilities(mechanism)):
+                t = time.time()
+                inv = inversion_attack(mechanism, x_te, outputs=y_te, prior=prior, method="exact", k=k)
+                rec["inversion_exact"] = {key: v for key, v in inv.as_dict().items() if key not in ("mechanism", "extra")}
+                rec["inversion_exact_s"] = time.time() - t
         if samples:
             rec["sample"] = pte[:samples]
     if "membership" in attacks:

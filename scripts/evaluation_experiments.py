@@ -426,7 +426,8 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
     infeasible: dict = {}  # "mechanism target" -> why no ε meets it (--max-nw)
     exact: dict = {}  # (data set, mechanism, level) -> the Bayes-optimal adversary (--exact-inversion)
     for out_dir in dirs:
-        for line in (out_dir / "results.jsonl").read_text().splitlines():
+        res_path = out_dir / "results.jsonl"  # a folder may hold only exact_inversion.jsonl
+        for line in res_path.read_text().splitlines() if res_path.exists() else []:
             r = json.loads(line) if line.strip() else {"error": "blank"}
             if "error" not in r and _key(r) not in seen:
                 seen.add(_key(r))
@@ -512,14 +513,14 @@ def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
         return []
     lines = ["### Bayes-optimal inversion (mechanisms with closed-form probabilities)", "",
              "| data set | level | mechanism | ε | expected top-1 % | measured top-1 % (95 % Wilson) | top-5 % | rare top-1 % | "
-             "sampled adversary top-1 % | read as is % |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "sampled adversary top-1 % | read as is % | prior only % |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for k in sorted(exact, key=lambda k: (DATASETS.index(k[0]) if k[0] in DATASETS else 9, k[2] < 1, k[2], order(k[1]))):
         x = exact[k]
         inv = [r["inversion"] for r in groups.get(k, []) if r.get("inversion")]
         lo, hi = x["top1_ci"]
         lines.append(f"| {k[0]} | {k[2]:g} | {k[1]} | {x['epsilon']:.4g} | {100 * x['expected_top1']:.1f} | {100 * x['top1']:.1f} "
                      f"({100 * lo:.1f}–{100 * hi:.1f}) | {100 * x['topk']:.1f} | {100 * x['rare_top1']:.1f} | "
-                     f"{_ci95([100 * i['top1'] for i in inv])} | {_ci95([100 * i['unchanged'] for i in inv])} |")
+                     f"{_ci95([100 * i['top1'] for i in inv])} | {_ci95([100 * i['unchanged'] for i in inv])} | {100 * x['prior_top1']:.1f} |")
     return lines + [""]
 
 

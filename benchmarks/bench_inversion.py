@@ -4,7 +4,7 @@
 Reference measured in the same run: privatizing every vocabulary word once with Madlib (one
 exact nearest-neighbour search per word), so the machine's load cancels in the ratios.
 
-    python benchmarks/bench_inversion.py                       # 256 words, SanText, SanText+, TruncatedGumbel
+    python benchmarks/bench_inversion.py                       # 256 words, TEM, SanText, SanText+, TruncatedGumbel
     python benchmarks/bench_inversion.py --words 64 --mechanisms santext
 """
 
@@ -21,7 +21,7 @@ from deniable.mechanisms.base import Mechanism
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mechanisms", default="santext,santext_plus,truncated_gumbel")
+    ap.add_argument("--mechanisms", default="tem,santext,santext_plus,truncated_gumbel")
     ap.add_argument("--words", type=int, default=256)
     ap.add_argument("--epsilon", type=float, default=2.0)
     args = ap.parse_args()

@@ -66,6 +66,7 @@ def test_tem_fast_rows_equal_closed_form(emb):
     rows = _log_likelihood_rows(tem, xs)
     for i, x in enumerate(xs):
         np.testing.assert_allclose(rows[i], tem.log_probabilities(int(x)), rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(tem.log_probability_rows(xs, block=3), rows)  # blocks that do not divide the rows
 
 
 def test_tem_exact_and_sampled_agree(emb):

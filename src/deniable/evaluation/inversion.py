@@ -9,8 +9,9 @@ token by token on real text, for all words and for the rare words separately.
 
 Two ways to know P(y | x):
 
-* ``method="exact"`` — closed-form probabilities (TEM, vectorized here from its closed form
-  exp(−(ε/2)·min(d, γ))/Z; any mechanism with ``log_probabilities``/``probabilities``). This is
+* ``method="exact"`` — closed-form probabilities (any mechanism with ``log_probabilities``/
+  ``probabilities``; rows batched by ``log_probability_rows`` for TEM, SanText, SanText+ and
+  TruncatedGumbel, one distance computation per block of input words). This is
   the Bayes-optimal adversary, and the expected success rate under the prior is also computed
   exactly (no sampling error): Σ_y Σ_{x ∈ top-k(y)} q(x)·P(y | x).
 * ``method="sample"`` — for mechanisms without closed-form probabilities (Madlib, Mahalanobis,
@@ -103,13 +104,6 @@ def _batched_rows_match(mechanism: Any) -> bool:
 
 def _log_likelihood_rows(mechanism: Any, xs: np.ndarray) -> np.ndarray:
     """log P[M(x) = y] for each x in ``xs`` (rows) and every vocabulary word y (columns)."""
-    if _is_tem(mechanism):
-        from ..metrics import pairwise_distances
-
-        d = pairwise_distances(mechanism.points(xs), mechanism.embedding.vectors, mechanism.metric)
-        logits = -(mechanism.epsilon / 2.0) * np.minimum(np.asarray(d, dtype=np.float64), mechanism.gamma)
-        m = logits.max(axis=1, keepdims=True)
-        return logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
     if _batched_rows_match(mechanism):  # batched where the mechanism can, else row by row
         return np.asarray(mechanism.log_probability_rows(xs), dtype=np.float64)
     fn = getattr(mechanism, "log_probabilities", None)

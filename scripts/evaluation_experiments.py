@@ -168,7 +168,8 @@ def run_classification_unit(args, dname, mname, level, eps, seed) -> dict:
     cpu0 = time.process_time()
     res = evaluate_mechanism(mech, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 12, int(round(level * 1000))]),
                              classifier=TextClassifier(alpha=args.alpha, tol=1e-6), min_simulations=args.min_simulations, samples=args.samples,
-                             audit_classifier=TextClassifier(alpha=args.audit_alpha, tol=1e-6) if args.audit_alpha else None)
+                             audit_classifier=TextClassifier(alpha=args.audit_alpha, tol=1e-6) if args.audit_alpha else None,
+                             exact_inversion=False)  # once per cell, not per seed: --exact-inversion
     res.pop("mechanism", None)
     res.pop("epsilon", None)
     rec.update(res)
@@ -346,14 +347,16 @@ def exact_inversion(args) -> None:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "exact_inversion.jsonl"
-    done = {_key({**json.loads(line), "seed": 0}) for line in path.read_text().splitlines() if line.strip()} if path.exists() else set()
+    # a cell is done when it ran at the same ε (new --ratios or calibrations: computed again)
+    done = {(x["dataset"], x["mechanism"], float(x["level"]), round(float(x["epsilon"]), 12))
+            for x in (json.loads(line) for line in (path.read_text().splitlines() if path.exists() else []) if line.strip())}
     ratios = json.loads(Path(args.ratios).read_text()) if args.ratios else {"madlib": 1.0, "tem": 1.0}
     cells = sorted({(d, m, float(lv), e) for d, m, lv, e, _ in units(args, ratios) if m != "none" and d != "blogs"}, key=lambda c: (c[0], c[2], c[1]))
     from tqdm import tqdm
 
     with path.open("a") as f:
         for d, m, level, eps in tqdm(cells, desc="exact inversion", file=sys.stdout, mininterval=5):
-            if (d, m, level, 0) in done:
+            if (d, m, level, round(float(eps), 12)) in done:
                 continue
             mech = deniable.get_mechanism(m, epsilon=eps)
             if not has_exact_probabilities(mech):
@@ -438,7 +441,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
             for line in (out_dir / "exact_inversion.jsonl").read_text().splitlines():
                 if line.strip():
                     x = json.loads(line)
-                    exact.setdefault((x["dataset"], x["mechanism"], float(x["level"])), x["inversion_exact"])
+                    exact[(x["dataset"], x["mechanism"], float(x["level"]))] = x["inversion_exact"]  # the latest line of a cell
         if (out_dir / "similarity.jsonl").exists():
             for line in (out_dir / "similarity.jsonl").read_text().splitlines():
                 s = json.loads(line)

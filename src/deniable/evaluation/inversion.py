@@ -84,22 +84,20 @@ def _is_tem(mechanism: Any) -> bool:
 
 
 def _batched_rows_match(mechanism: Any) -> bool:
-    """Whether ``mechanism.log_probability_rows`` is defined no higher in the class hierarchy than
-    its ``log_probabilities`` / ``probabilities`` (a subclass that changes the distribution but
-    inherits a batched method would get the parent's rows)."""
-    cls = type(mechanism)
+    """Whether ``mechanism.log_probability_rows`` comes from the same class as, or a class that
+    takes precedence over, its ``log_probabilities`` / ``probabilities`` in the method
+    resolution order (a subclass or mixin that changes the distribution but inherits a batched
+    method would otherwise get the parent's rows)."""
     if not callable(getattr(mechanism, "log_probability_rows", None)):
         return False
+    mro = type(mechanism).__mro__
 
-    def definer(name: str) -> type | None:
-        return next((c for c in cls.__mro__ if name in c.__dict__), None)
+    def position(name: str) -> int | None:
+        return next((i for i, c in enumerate(mro) if name in c.__dict__), None)
 
-    rows = definer("log_probability_rows")
-    for name in ("log_probabilities", "probabilities"):
-        d = definer(name)
-        if d is not None and rows is not None and d is not rows and issubclass(d, rows):
-            return False
-    return True
+    rows = position("log_probability_rows")
+    others = [position(n) for n in ("log_probabilities", "probabilities")]
+    return rows is not None and all(o is None or rows <= o for o in others)
 
 
 def _log_likelihood_rows(mechanism: Any, xs: np.ndarray) -> np.ndarray:

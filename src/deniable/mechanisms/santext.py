@@ -123,21 +123,15 @@ class SanText(EmbeddingMechanism):
         i = self.id_of(word_or_id, oov="unk")
         return self.n_words if i == UNK_ID else i
 
-    def _em_log_probabilities(self, row: int) -> np.ndarray:
-        """log of the exponential mechanism over the targets, for query row ``row``."""
-        t = self.target_ids
-        d = pairwise_distances(self._pts[np.array([row])], self.embedding.vectors[t], self.metric)[0]
-        logits = -(self.epsilon / 2.0) * d
-        m = logits.max()
-        return logits - (m + np.log(np.exp(logits - m).sum()))
-
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """log P[M(x) = y] for every vocabulary word y (closed form, log-sum-exp)."""
-        return self._em_log_probabilities(self._row(word_or_id))
+        """log P[M(x) = y] for every vocabulary word y (closed form, log-sum-exp; the one-row
+        case of :meth:`log_probability_rows`)."""
+        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
 
     def _em_log_probability_rows(self, ids: np.ndarray, block: int) -> np.ndarray:
-        """:meth:`_em_log_probabilities` for many ids (UNK_ID allowed), ``block`` rows per
-        distance computation: ``(len(ids), len(target_ids))``."""
+        """log of the exponential mechanism over the targets for many ids (UNK_ID allowed),
+        ``block`` rows per distance computation: ``(len(ids), len(target_ids))``."""
+        block = check_int("block", block, minimum=1)
         rows = np.where(ids == UNK_ID, self.n_words, ids)
         targets = self.embedding.vectors[self.target_ids]
         out = np.empty((ids.size, targets.shape[0]))
@@ -304,17 +298,9 @@ class SanTextPlus(SanText):
         return self._targets
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        i = self.id_of(word_or_id, oov="unk")
-        row = self.n_words if i == UNK_ID else i
-        em = self._em_log_probabilities(row)
-        out = np.full(self.n_words, -np.inf)
-        if i == UNK_ID or self.is_sensitive[i]:
-            out[self._targets] = em
-            return out
-        out[self._targets] = em + (math.log(self.p) if self.p > 0 else -np.inf)
-        if self.p < 1:
-            out[i] = np.logaddexp(out[i], math.log1p(-self.p))
-        return out
+        """log P[M(x) = y] for every vocabulary word y (−inf where impossible): the one-row case
+        of :meth:`log_probability_rows`."""
+        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
 
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,

@@ -238,15 +238,17 @@ class TEM(EmbeddingMechanism):
         """d(w, y) for every vocabulary word y (float64, shape ``(|W|,)``). With ``oov="unk"``
         (default, as :meth:`privatize`) an out-of-vocabulary word is UNK, the vocabulary mean;
         ``"drop"``/``"keep"`` do not privatize unknown words and raise ``KeyError`` for them."""
-        r = self._row(word_or_id, oov)
-        return pairwise_distances(self._pts[np.array([r])], self.embedding.vectors, self.metric)[0]
+        return self._row_distances(np.array([self._row(word_or_id, oov)]))[0]
+
+    def _row_distances(self, rows: np.ndarray) -> np.ndarray:
+        """d(q_r, y) for query rows ``rows`` (words, then UNK = row V) and every word y."""
+        return pairwise_distances(self._pts[rows], self.embedding.vectors, self.metric)
 
     def log_probabilities(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
         """log P[M(w) = y] for every vocabulary word y, in closed form (log-sum-exp); ``oov`` as
         in :meth:`distances_from`."""
-        logits = -(self.epsilon / 2.0) * np.minimum(self.distances_from(word_or_id, oov=oov), self.gamma)
-        m = logits.max()
-        return logits - (m + np.log(np.exp(logits - m).sum()))
+        r = self._row(word_or_id, oov)
+        return self.log_probability_rows(np.array([UNK_ID if r == self.n_words else r]))[0]
 
     def probabilities(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
         """P[M(w) = y] ∝ exp(−(ε/2)·min(d(w, y), γ)) over the vocabulary (float64, sums to 1);
@@ -257,12 +259,13 @@ class TEM(EmbeddingMechanism):
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
         with one distance computation per ``block`` rows."""
+        block = check_int("block", block, minimum=1)
         rows = self._as_ids(np.asarray(ids)).ravel()
         rows = np.where(rows == UNK_ID, self.n_words, rows)
         out = np.empty((rows.size, self.n_words))
         for s in range(0, rows.size, block):
             r = rows[s : s + block]
-            d = pairwise_distances(self._pts[r], self.embedding.vectors, self.metric)
+            d = self._row_distances(r)
             logits = -(self.epsilon / 2.0) * np.minimum(d, self.gamma)
             m = logits.max(axis=1, keepdims=True)
             out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))

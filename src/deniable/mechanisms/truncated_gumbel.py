@@ -150,9 +150,12 @@ class TruncatedGumbel(EmbeddingMechanism):
 
     def truncation_radius(self, word_or_id: str | int) -> float:
         """γ_x = d_k(x), the distance from x to its k-th nearest word."""
+        return float(self._radii()[self._row(word_or_id)])
+
+    def _radii(self) -> np.ndarray:
+        """γ of every row (words, then UNK); ∞ when k covers the vocabulary."""
         nb = self.precompute()
-        r = self._row(word_or_id)
-        return float(nb.distances[nb.indptr[r + 1] - 1]) if self._kk < self.n_words else float("inf")
+        return nb.distances[nb.indptr[1:] - 1] if self._kk < self.n_words else np.full(nb.n_rows, np.inf)
 
     def _get_sampler(self) -> ExponentialSampler:
         if self._sampler is None:
@@ -166,12 +169,9 @@ class TruncatedGumbel(EmbeddingMechanism):
         return self.n_words if i == UNK_ID else i
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """log P[M(x) = y] for every vocabulary word y (closed form)."""
-        r = self._row(word_or_id)
-        d = pairwise_distances(self._pts[np.array([r])], self.embedding.vectors, self.metric)[0]
-        logits = -(self.epsilon / 2.0) * np.minimum(d, self.truncation_radius(word_or_id))
-        m = logits.max()
-        return logits - (m + np.log(np.exp(logits - m).sum()))
+        """log P[M(x) = y] for every vocabulary word y (closed form; the one-row case of
+        :meth:`log_probability_rows`)."""
+        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
 
     def probabilities(self, word_or_id: str | int) -> np.ndarray:
         """P[M(x) = y] over the vocabulary (float64, sums to 1)."""
@@ -181,10 +181,10 @@ class TruncatedGumbel(EmbeddingMechanism):
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
         with one distance computation per ``block`` rows."""
+        block = check_int("block", block, minimum=1)
         ids = self._as_ids(np.asarray(ids)).ravel()
         rows = np.where(ids == UNK_ID, self.n_words, ids)
-        nb = self.precompute()
-        gam = nb.distances[nb.indptr[1:] - 1] if self._kk < self.n_words else np.full(nb.n_rows, np.inf)
+        gam = self._radii()
         out = np.empty((ids.size, self.n_words))
         for s in range(0, rows.size, block):
             r = rows[s : s + block]
@@ -198,8 +198,7 @@ class TruncatedGumbel(EmbeddingMechanism):
         """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (same k and
         metric; γ_w does not depend on ε), ``(len(ids), len(epsilons))`` float64, closed form
         with each word's distances computed once for the whole grid (for N_w calibration)."""
-        nb = self.precompute()
-        gam = nb.distances[nb.indptr[1:] - 1] if self._kk < self.n_words else np.full(nb.n_rows, np.inf)
+        gam = self._radii()
 
         def scores_of(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             d = pairwise_distances(self._pts[b], self.embedding.vectors, self.metric)

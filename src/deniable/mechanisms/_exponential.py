@@ -26,10 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_int
+from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..neighbors.neighborhoods import Neighborhoods, cache_directory, knn_neighborhoods, row_distances
 
-__all__ = ["ExponentialSampler", "PointsWithUnk", "self_probabilities_by_block", "self_probability_curves", "subset_knn"]
+__all__ = ["ExponentialSampler", "PointsWithUnk", "log_probability_rows_by_block", "self_probabilities_by_block", "self_probability_curves", "subset_knn"]
 
 
 def self_probability_curves(scores: np.ndarray, own: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
@@ -69,6 +71,25 @@ def self_probabilities_by_block(
     for s in range(0, ids.size, block):
         b = ids[s : s + block]
         out[s : s + b.size] = self_probability_curves(*scores_of(b), eps)
+    return ids, out
+
+
+def log_probability_rows_by_block(
+    mechanism: Any, ids: Any, width: int, scores_of: Callable[[np.ndarray], np.ndarray], block: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, log P[y | x])`` for ``log_probability_rows`` methods of exponential mechanisms with
+    ε-scaled scores: validates ``ids`` (UNK_ID allowed: query row V) and ``block``, and returns
+    the log-softmax of ``−(ε/2)·scores_of(rows)`` (``(len(rows), width)`` distances, truncated or
+    not) for ``block`` query rows at a time, ``(len(ids), width)`` float64."""
+    block = check_int("block", block, minimum=1)
+    ids = mechanism._as_ids(np.asarray(ids)).ravel()
+    rows = np.where(ids == UNK_ID, mechanism.n_words, ids)
+    out = np.empty((ids.size, width))
+    for s in range(0, rows.size, block):
+        r = rows[s : s + block]
+        logits = -(mechanism.epsilon / 2.0) * np.asarray(scores_of(r), dtype=np.float64)
+        m = logits.max(axis=1, keepdims=True)
+        out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
     return ids, out
 
 

@@ -27,7 +27,7 @@ from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, MetricSpace, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, self_probabilities_by_block, subset_knn
+from ._exponential import ExponentialSampler, PointsWithUnk, log_probability_rows_by_block, self_probabilities_by_block, subset_knn
 from .base import EmbeddingMechanism, Guarantee
 from .tem import _METRIC_TEXT, TEM_METRICS
 
@@ -128,25 +128,17 @@ class SanText(EmbeddingMechanism):
         case of :meth:`log_probability_rows`)."""
         return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
 
-    def _em_log_probability_rows(self, ids: np.ndarray, block: int) -> np.ndarray:
-        """log of the exponential mechanism over the targets for many ids (UNK_ID allowed),
-        ``block`` rows per distance computation: ``(len(ids), len(target_ids))``."""
-        block = check_int("block", block, minimum=1)
-        rows = np.where(ids == UNK_ID, self.n_words, ids)
+    def _em_log_probability_rows(self, ids: Any, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """(validated ids, log of the exponential mechanism over the targets for each of them:
+        ``(len(ids), len(target_ids))``), ``block`` rows per distance computation."""
         targets = self.embedding.vectors[self.target_ids]
-        out = np.empty((ids.size, targets.shape[0]))
-        for s in range(0, rows.size, block):
-            r = rows[s : s + block]
-            logits = -(self.epsilon / 2.0) * pairwise_distances(self._pts[r], targets, self.metric)
-            m = logits.max(axis=1, keepdims=True)
-            out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
-        return out
+        return log_probability_rows_by_block(self, ids, targets.shape[0], lambda r: pairwise_distances(self._pts[r], targets, self.metric), block)
 
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """``log P[M(x) = y]`` for each id in ``ids`` (UNK_ID allowed) and every word y,
         ``(len(ids), V)``: :meth:`log_probabilities` row by row, with one distance computation
         per ``block`` rows."""
-        return self._em_log_probability_rows(self._as_ids(np.asarray(ids)).ravel(), block)
+        return self._em_log_probability_rows(ids, block)[1]
 
     def probabilities(self, word_or_id: str | int) -> np.ndarray:
         """P[M(x) = y] over the vocabulary (float64, sums to 1)."""
@@ -305,8 +297,7 @@ class SanTextPlus(SanText):
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
         with one distance computation per ``block`` rows."""
-        ids = self._as_ids(np.asarray(ids)).ravel()
-        em = self._em_log_probability_rows(ids, block)
+        ids, em = self._em_log_probability_rows(ids, block)
         out = np.full((ids.size, self.n_words), -np.inf)
         sensitive = (ids == UNK_ID) | self.is_sensitive[np.maximum(ids, 0)]
         shift = np.where(sensitive, 0.0, math.log(self.p) if self.p > 0 else -np.inf)

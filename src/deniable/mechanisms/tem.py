@@ -21,6 +21,7 @@ from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import KnnIds, Neighborhoods, embedding_neighborhoods, row_distances
+from ._exponential import log_probability_rows_by_block
 from .base import EmbeddingMechanism, Guarantee
 
 __all__ = ["TEM", "theorem3_gamma", "TEM_METRICS"]
@@ -259,17 +260,7 @@ class TEM(EmbeddingMechanism):
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
         with one distance computation per ``block`` rows."""
-        block = check_int("block", block, minimum=1)
-        rows = self._as_ids(np.asarray(ids)).ravel()
-        rows = np.where(rows == UNK_ID, self.n_words, rows)
-        out = np.empty((rows.size, self.n_words))
-        for s in range(0, rows.size, block):
-            r = rows[s : s + block]
-            d = self._row_distances(r)
-            logits = -(self.epsilon / 2.0) * np.minimum(d, self.gamma)
-            m = logits.max(axis=1, keepdims=True)
-            out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
-        return out
+        return log_probability_rows_by_block(self, ids, self.n_words, lambda r: np.minimum(self._row_distances(r), self.gamma), block)[1]
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         """Element-wise d(a, b) for the mechanism's metric (UNK: the vocabulary mean)."""

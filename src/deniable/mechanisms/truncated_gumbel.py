@@ -30,7 +30,7 @@ from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, self_probabilities_by_block
+from ._exponential import ExponentialSampler, PointsWithUnk, log_probability_rows_by_block, self_probabilities_by_block
 from .base import EmbeddingMechanism, Guarantee
 from .santext import _check_cache_dir, _check_metric, _metric_text
 
@@ -181,18 +181,12 @@ class TruncatedGumbel(EmbeddingMechanism):
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
         with one distance computation per ``block`` rows."""
-        block = check_int("block", block, minimum=1)
-        ids = self._as_ids(np.asarray(ids)).ravel()
-        rows = np.where(ids == UNK_ID, self.n_words, ids)
         gam = self._radii()
-        out = np.empty((ids.size, self.n_words))
-        for s in range(0, rows.size, block):
-            r = rows[s : s + block]
-            d = pairwise_distances(self._pts[r], self.embedding.vectors, self.metric)
-            logits = -(self.epsilon / 2.0) * np.minimum(d, gam[r][:, None])
-            m = logits.max(axis=1, keepdims=True)
-            out[s : s + r.size] = logits - (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))
-        return out
+
+        def scores_of(r: np.ndarray) -> np.ndarray:
+            return np.minimum(pairwise_distances(self._pts[r], self.embedding.vectors, self.metric), gam[r][:, None])
+
+        return log_probability_rows_by_block(self, ids, self.n_words, scores_of, block)[1]
 
     def self_probabilities(self, ids: Any, epsilons: Any, *, block: int = 64) -> np.ndarray:
         """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (same k and

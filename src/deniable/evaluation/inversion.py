@@ -102,13 +102,11 @@ def _batched_rows_match(mechanism: Any) -> bool:
 
 def _log_likelihood_rows(mechanism: Any, xs: np.ndarray) -> np.ndarray:
     """log P[M(x) = y] for each x in ``xs`` (rows) and every vocabulary word y (columns)."""
-    if _batched_rows_match(mechanism):  # batched where the mechanism can, else row by row
+    from ..mechanisms.base import Mechanism
+
+    if _batched_rows_match(mechanism):  # batched where the mechanism can
         return np.asarray(mechanism.log_probability_rows(xs), dtype=np.float64)
-    fn = getattr(mechanism, "log_probabilities", None)
-    if fn is not None:
-        return np.stack([np.asarray(fn(int(x)), dtype=np.float64) for x in xs])
-    with np.errstate(divide="ignore"):
-        return np.log(np.stack([np.asarray(mechanism.probabilities(int(x)), dtype=np.float64) for x in xs]))
+    return Mechanism.log_probability_rows(mechanism, xs)  # row by row, from its own log_probabilities / probabilities
 
 
 @dataclass(frozen=True)

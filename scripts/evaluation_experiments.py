@@ -23,6 +23,8 @@ Usage::
     DENIABLE_CACHE_DIR=build/cache nice -n 10 python scripts/evaluation_experiments.py \\
         --datasets sms --levels 2,10,20 --seeds 3 --ratios build/eval/ratios.json --out build/eval
     python scripts/evaluation_experiments.py --summarize build/eval   # Markdown tables + plots
+    python scripts/evaluation_experiments.py --summarize build/eval/sms,build/eval/imdb \\
+        --update-doc docs/results/evaluation.md   # the results page's tables and plots, prose untouched
 """
 
 from __future__ import annotations
@@ -420,9 +422,10 @@ def _ci95(values) -> str:
     return f"{v.mean():.1f} ± {half:.1f}"
 
 
-def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
+def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | None = None, plot_prefix: str = "privacy_utility_") -> str:
     """Markdown tables (mean ± 95 % t-half-width over seeds) of one or more result folders;
-    a unit present in several folders counts once."""
+    a unit present in several folders counts once. Plots go to ``plot_dir`` (default: the first
+    folder) as ``<plot_prefix><data set>.png``."""
     dirs = [Path(d) for d in (out_dirs if isinstance(out_dirs, list) else [out_dirs])]
     recs, seen = [], set()
     sims: dict = defaultdict(list)
@@ -506,8 +509,68 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True) -> str:
                      f"{med(rs, 'inversion_s')} | {med(rs, 'mia_s')} | {load} |")
     lines.append("")
     if plots:
-        _plots(out_dir, {k: v for k, v in groups.items() if not is_nw(k)})
+        _plots(plot_dir or out_dir, {k: v for k, v in groups.items() if not is_nw(k)}, plot_prefix)
     return "\n".join(lines)
+
+
+#: Headings of docs/results/evaluation.md (prefixes) -> the summary section whose table follows them.
+DOC_SECTIONS = {
+    "## SMS Spam Collection": "sms",
+    "## IMDb": "imdb",
+    "## Movie reviews": "movies",
+    "## Authorship attribution": "blogs",
+    "## Matched by a worst-case N_w target (SMS": "sms — matched by a worst-case N_w target",
+    "## Matched by a worst-case N_w target (movie": "movies — matched by a worst-case N_w target",
+    "## Matched by a worst-case N_w target (IMDb": "imdb — matched by a worst-case N_w target",
+    "## The Bayes-optimal inversion adversary": "Bayes-optimal inversion (mechanisms with closed-form probabilities)",
+    "## Time per unit": "time per unit (median over units; seconds)",
+}
+
+
+def update_doc(doc: Path, summary: str) -> list[str]:
+    """Replace, in the Markdown results page ``doc``, the first table after each heading of
+    :data:`DOC_SECTIONS` by the matching table of ``summary`` (``summarize``'s output) and the
+    code block after "## What is missing" by the missing-units list; the prose is left alone.
+    Returns what was replaced and what was skipped (a section without results). A heading the page
+    lacks is an error: the page and the script disagree."""
+    import re
+
+    sections = dict(re.findall(r"### ([^\n]+)\n\n(.*?)(?=\n### |\Z)", summary, re.S))
+    lines = doc.read_text(encoding="utf-8").split("\n")
+    report = []
+
+    def heading(prefix: str) -> int:
+        for k, line in enumerate(lines):
+            if line.startswith(prefix):
+                return k
+        raise SystemExit(f"{doc}: no heading starting with {prefix!r}; add it or change DOC_SECTIONS in {Path(__file__).name}")
+
+    for prefix, name in DOC_SECTIONS.items():
+        i = heading(prefix)
+        if name not in sections:
+            report.append(f"skipped {prefix!r}: no results for {name!r}")
+            continue
+        j = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("|")), None)
+        nxt = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("## ")), len(lines))
+        if j is None or j > nxt:
+            raise SystemExit(f"{doc}:{i + 1}: no table under {lines[i]!r} to replace")
+        e = j
+        while e < len(lines) and lines[e].startswith("|"):
+            e += 1
+        lines[j:e] = [row for row in sections[name].strip().split("\n") if row.startswith("|")]
+        report.append(f"table under {lines[i]!r}")
+    if "missing units" in sections:
+        i = heading("## What is missing")
+        j = next((k for k in range(i, len(lines)) if lines[k] == "```"), None)
+        e = next((k for k in range(j + 1, len(lines)) if lines[k] == "```"), None) if j is not None else None
+        if e is None:
+            raise SystemExit(f"{doc}:{i + 1}: no ``` block under {lines[i]!r} to replace")
+        lines[j : e + 1] = sections["missing units"].strip().split("\n")
+        report.append("missing units")
+    tmp = doc.with_name(doc.name + ".tmp")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    os.replace(tmp, doc)
+    return report
 
 
 def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
@@ -554,7 +617,7 @@ def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
     return [*lines, "```", ""]
 
 
-def _plots(out_dir: Path, groups: dict) -> None:
+def _plots(out_dir: Path, groups: dict, prefix: str = "privacy_utility_") -> None:
     try:
         import matplotlib
 
@@ -588,7 +651,7 @@ def _plots(out_dir: Path, groups: dict) -> None:
         ax[0].legend(fontsize=7)
         fig.suptitle(f"{d}: utility vs attack success (labels: privacy level = Madlib ε; bars: 95% CI over seeds)")
         fig.tight_layout()
-        fig.savefig(out_dir / f"privacy_utility_{d}.png", dpi=110)
+        fig.savefig(out_dir / f"{prefix}{d}.png", dpi=110)
         plt.close(fig)
 
 
@@ -617,6 +680,9 @@ def main(argv=None) -> None:
     p.add_argument("--similarity-n", type=int, default=500)
     p.add_argument("--similarity-model", default=None)
     p.add_argument("--summarize", metavar="DIR[,DIR...]")
+    p.add_argument("--update-doc", metavar="MD",
+                   help="with --summarize: write the tables into this results page (e.g. docs/results/evaluation.md, "
+                        "after its fixed headings; prose untouched) and the plots beside it as evaluation_<data set>.png")
     p.add_argument("--exact-inversion", action="store_true",
                    help="the Bayes-optimal inversion adversary for the selected cells whose mechanism has closed-form probabilities")
     args = p.parse_args(argv)
@@ -624,7 +690,16 @@ def main(argv=None) -> None:
     if args.compute_ratios:
         compute_ratios(Path(args.compute_ratios))
     elif args.summarize:
-        print(summarize([Path(d) for d in args.summarize.split(",")]))
+        dirs = [Path(d) for d in args.summarize.split(",")]
+        if args.update_doc:
+            doc = Path(args.update_doc)
+            if not doc.is_file():
+                p.error(f"--update-doc {doc}: no such file")
+            print("\n".join(update_doc(doc, summarize(dirs, plot_dir=doc.parent, plot_prefix="evaluation_"))))
+        else:
+            print(summarize(dirs))
+    elif args.update_doc:
+        p.error("--update-doc needs --summarize DIR[,DIR...]")
     elif args.similarity:
         similarity(args)
     elif args.exact_inversion:

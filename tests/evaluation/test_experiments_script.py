@@ -148,3 +148,31 @@ def test_exact_inversion_cells_are_computed_once_and_summarized(ee, tmp_path, mo
     table = ee.summarize(tmp_path, plots=False).split("### Bayes-optimal inversion")[1].split("###")[0]
     row = next(r for r in table.splitlines() if "| santext |" in r)
     assert f"| {100 * want.expected_top1:.1f} |" in row and f"| 20.0 | 10.0 | {100 * want.prior_top1:.1f} |" in row  # the unit's sampled top-1, read as is; prior only
+
+
+def test_update_doc_rewrites_only_the_tables_and_the_missing_list(ee, tmp_path):
+    recs = [_record("none", 0.0), _record("madlib", 2.0), _record("madlib", 2.0, seed=1)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    prose = "Prose that a person wrote | with a bar in it."
+    parts = []
+    for head in ee.DOC_SECTIONS:
+        parts += [head + " (details)", "", prose, "", "| old | table |", "|---|---|", "| stale | row |", "", "After the table."]
+    parts += ["## What is missing", "", "```", "stale list", "```", "", "## Reproduce", "", "| keep | this |"]
+    doc = tmp_path / "evaluation.md"
+    doc.write_text("\n".join(parts))
+    report = ee.update_doc(doc, ee.summarize(tmp_path, plots=False))
+    text = doc.read_text()
+    sms = text.split("## SMS Spam Collection (details)")[1].split("\n## ")[0]
+    assert "| 2 | madlib | 2 | 2 |" in sms and "stale" not in sms and prose in sms and "After the table." in sms
+    assert "stale list" not in text and "sms: " in text.split("## What is missing")[1]
+    assert text.endswith("| keep | this |")  # a table under a heading the script does not own stays
+    assert text.count("| stale | row |") == sum("skipped" in r for r in report) > 0  # no IMDb results: its table stays
+    assert any("skipped '## IMDb'" in r for r in report)
+
+
+def test_update_doc_names_a_heading_the_page_lacks(ee, tmp_path):
+    doc = tmp_path / "evaluation.md"
+    doc.write_text("## SMS Spam Collection\n\n| a |\n")
+    with pytest.raises(SystemExit, match="no heading starting with '## IMDb'"):
+        ee.update_doc(doc, "### sms\n\n| new |\n")
+    assert doc.read_text() == "## SMS Spam Collection\n\n| a |\n"  # nothing half-written

@@ -188,6 +188,7 @@ def main() -> None:
     specs = [
         ("madlib", {}, args.epsilon),
         ("mahalanobis", {"lam": 0.5}, args.epsilon),
+        ("vickrey", {}, args.epsilon),
         ("tem", {}, args.epsilon),
         ("brr", {}, args.brr_epsilon),
     ]

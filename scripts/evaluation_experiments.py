@@ -134,17 +134,22 @@ def compute_ratios(path: Path) -> None:
     path.write_text(json.dumps(out, indent=1) + "\n")
 
 
-def build_mechanism(name: str, epsilon: float, gpu: bool):
+def build_mechanism(name: str, epsilon: float, device: str | None = None):
+    """Mechanism ``name`` at ``epsilon``; with a ``device`` ("cuda", or "cpu" in tests) the
+    library's torch backend where the mechanism has one (Madlib, Mahalanobis, Vickrey, BRR, TEM:
+    same distributions, exact search, see docs/gpu.md), the numpy one otherwise."""
     import deniable
 
-    mech = deniable.get_mechanism(name, epsilon=epsilon)
-    if gpu:
-        from gpu_search import gpu_index_for
+    if device is not None:
+        from deniable.backends.torch_backend import torch_mechanisms
 
-        idx = gpu_index_for(mech)
-        if idx is not None:
-            mech.index = idx  # post-processing: the guarantee is unchanged
-    return mech
+        if name in torch_mechanisms():
+            return deniable.get_mechanism(name, epsilon=epsilon, backend="torch", device=device)
+    return deniable.get_mechanism(name, epsilon=epsilon)
+
+
+def _device(args) -> str | None:
+    return "cuda" if getattr(args, "gpu", False) else None
 
 
 # -- units --------------------------------------------------------------------------------------
@@ -162,7 +167,7 @@ def run_classification_unit(args, dname, mname, level, eps, seed) -> dict:
     from deniable.evaluation.experiment import evaluate_mechanism
 
     xtr, ytr, xte, yte = _data(args, dname)
-    mech = None if mname == "none" else build_mechanism(mname, eps, args.gpu)
+    mech = None if mname == "none" else build_mechanism(mname, eps, _device(args))
     rec = {"dataset": dname, "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech),
            "load_before": os.getloadavg()[0]}
     if args.max_nw and mech is not None:
@@ -189,7 +194,7 @@ def run_authorship_unit(args, mname, level, eps, seed) -> dict:
         _CACHE["profiles"] = AuthorProfiles().fit(xtr, atr)
         _CACHE["profiles_s"] = time.time() - t
     t0 = time.time()
-    mech = None if mname == "none" else build_mechanism(mname, eps, args.gpu)
+    mech = None if mname == "none" else build_mechanism(mname, eps, _device(args))
     res = authorship_attack(mech, xtr, atr, xte, ate, model=_CACHE["profiles"], rng=np.random.default_rng([seed, 34, int(round(level * 1000))]), ks=(1, 10))
     rec = {"dataset": "blogs", "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech)}
     rec["authorship"] = {"top1": res.topk[1], "top1_ci": res.topk_ci[1], "top10": res.topk[10], "top10_ci": res.topk_ci[10],
@@ -274,6 +279,13 @@ def run(args) -> None:
                 r = json.loads(line)
                 if "error" not in r:
                     done.add(_key(r))
+    if args.gpu:  # fail here, not once per unit
+        from deniable.backends.torch_backend import resolve_device
+
+        try:
+            resolve_device("cuda")
+        except (ImportError, RuntimeError) as exc:
+            raise SystemExit(f"--gpu: {exc}") from None
     ratios = json.loads(Path(args.ratios).read_text()) if args.ratios else {"madlib": 1.0, "tem": 1.0}
     todo = [u for u in units(args, ratios) if (u[0], u[1], float(u[2]), int(u[4])) not in done]
     # heaviest first so the pool stays busy at the end
@@ -669,7 +681,9 @@ def main(argv=None) -> None:
     p.add_argument("--ratios", default="", help="JSON {mechanism: privacy ratio vs Madlib}")
     p.add_argument("--compute-ratios", metavar="JSON", help="compute the privacy ratios and exit")
     p.add_argument("--jobs", type=int, default=1)
-    p.add_argument("--gpu", action="store_true", help="CUDA nearest-neighbour search for Madlib, Mahalanobis, BRR")
+    p.add_argument("--gpu", action="store_true",
+                   help="sample on CUDA with the library's torch backend where a mechanism has one "
+                        "(Madlib, Mahalanobis, Vickrey, BRR, TEM; pip install 'deniable[torch]' with a CUDA build)")
     p.add_argument("--limit", type=int, default=None, help="subsample train and test to this many texts (smoke runs)")
     p.add_argument("--limit-users", type=int, default=None)
     p.add_argument("--alpha", type=float, default=1e-4)

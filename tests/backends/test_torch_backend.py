@@ -18,6 +18,7 @@ from deniable.backends.torch_backend import (  # noqa: E402
     TorchMadlib,
     TorchMahalanobis,
     TorchTEM,
+    TorchVickrey,
     torch_generator,
 )
 from deniable.binary import BinaryEmbedding, HammingIndex  # noqa: E402
@@ -187,6 +188,107 @@ def test_nearest_neighbour_agrees_with_numpy_index():
     ref = float64_nn(emb.vectors, q)
     np.testing.assert_array_equal(ours, ref)
     assert (theirs != ref).mean() < 1e-3
+
+
+def float64_two_nn(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reference: the two least float64 distances and their ids, nearest first, lowest id on ties."""
+    E = vectors.astype(np.float64)
+    ids = np.empty((len(queries), 2), dtype=np.int64)
+    dist = np.empty((len(queries), 2))
+    for i, q in enumerate(queries.astype(np.float64)):
+        d = np.sqrt(np.einsum("ij,ij->i", E - q, E - q))
+        o = np.lexsort((np.arange(len(E)), d))[:2]
+        ids[i], dist[i] = o, d[o]
+    return ids, dist
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
+def test_two_nearest_equal_float64_reference(device, precision):
+    rng = np.random.default_rng(17)
+    vecs = rng.standard_normal((1200, 24)).astype(np.float32) * rng.uniform(0.5, 2, (1200, 1)).astype(np.float32)
+    vecs[100] = vecs[7]  # duplicates: both come back, lowest id first
+    vecs[1199] = vecs[7]
+    vecs[300] = vecs[8]
+    base = vecs[rng.integers(0, 1200, 600)]
+    queries = (base + rng.standard_normal(base.shape).astype(np.float32) * rng.uniform(0.01, 3, (600, 1)).astype(np.float32)).astype(np.float32)
+    queries[:5] = vecs[7]
+    queries[5:10] = vecs[8]
+    ref_ids, ref_d = float64_two_nn(vecs, queries)
+    for mem in (1 << 30, 1 << 16):  # one block, and the vocabulary-blocked path with its merge
+        index = TorchEuclideanIndex(vecs, device=device, precision=precision, memory_bytes=mem)
+        ids, d = index.two_nearest_tensor(torch.from_numpy(queries).to(device))
+        np.testing.assert_array_equal(ids.cpu().numpy(), ref_ids)
+        np.testing.assert_allclose(d.cpu().numpy(), ref_d, rtol=1e-12, atol=1e-12)
+    assert (ids[:5].cpu().numpy() == [7, 100]).all() and (ids[5:10].cpu().numpy() == [8, 300]).all()
+    tv, tq = tie_cases()
+    got, _ = TorchEuclideanIndex(tv, device=device, precision=precision).two_nearest_tensor(torch.from_numpy(tq).to(device))
+    np.testing.assert_array_equal(got.cpu().numpy(), float64_two_nn(tv, tq)[0])
+    with pytest.raises(ValueError, match="at least two"):
+        TorchEuclideanIndex(tv[:1], device=device).two_nearest_tensor(torch.from_numpy(tq).to(device))
+
+
+def test_two_nearest_check_has_power():
+    """Control: without the error bound bf16 scores give wrong pairs (and the re-rank fixes them)."""
+    rng = np.random.default_rng(18)
+    vecs = rng.standard_normal((3000, 48)).astype(np.float32)
+    queries = (vecs[rng.integers(0, 3000, 1500)] + 2.0 * rng.standard_normal((1500, 48))).astype(np.float32)
+    ref, _ = float64_two_nn(vecs, queries)
+    index = TorchEuclideanIndex(vecs, device="cpu", precision="bf16")
+    index.score_error_bound = lambda qn: torch.zeros_like(qn, dtype=torch.float64)
+    assert (index.two_nearest_tensor(torch.from_numpy(queries))[0].numpy() != ref).any(axis=1).sum() > 0
+    exact = TorchEuclideanIndex(vecs, device="cpu", precision="bf16")
+    np.testing.assert_array_equal(exact.two_nearest_tensor(torch.from_numpy(queries))[0].numpy(), ref)
+    assert exact.stats["reranked"] > 0
+
+
+def _vickrey_exact_1d():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "mechanisms" / "test_vickrey.py"
+    spec = importlib.util.spec_from_file_location("_vickrey_tests", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_vickrey_1d_output_distribution_is_exact(device):
+    """TorchVickrey against the exact 1-D output probabilities (Laplace noise integrated against
+    the selection rule), with a control threshold that must not fit."""
+    vt = _vickrey_exact_1d()
+    eps, t = 3.0, 0.75
+    m = get_mechanism("vickrey", vt.emb_1d(), epsilon=eps, t=t, backend="torch", device=device)
+    assert isinstance(m, TorchVickrey) and m.guarantee == get_mechanism("vickrey", vt.emb_1d(), epsilon=eps, t=t).guarantee
+    n, k = 100_000, len(vt.X1D)
+    out = m.sample_ids(np.repeat(np.arange(k), n), rng=11).reshape(k, n)
+    P = vt.exact_1d(vt.X1D, eps, t)
+    for j in range(k):
+        assert chi2_pvalue(out[j], P[j]) > P_MIN, j
+    wrong = vt.exact_1d(vt.X1D, eps, t - 0.15)
+    assert min(vt.chi2_p(out[j], wrong[j]) for j in range(k)) < 1e-6
+
+
+def test_vickrey_mahalanobis_variant_matches_numpy():
+    """Elliptical noise (metric='mahalanobis') in several dimensions: the torch and numpy
+    samplers give the same output distribution (two-sample chi-square), and differ detectably
+    from the Euclidean variant (control)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 3)) * np.array([3.0, 1.0, 0.3])
+    emb = Embedding([f"w{i}" for i in range(12)], X.astype(np.float32))
+    kw = {"epsilon": 2.0, "t": 0.6, "metric": "mahalanobis", "lam": 0.8}
+    n = 60_000
+    ours = np.bincount(get_mechanism("vickrey", emb, backend="torch", device="cpu", **kw).sample_ids(np.full(n, 4), rng=1), minlength=12)
+    ref = np.bincount(get_mechanism("vickrey", emb, **kw).sample_ids(np.full(n, 4), rng=2), minlength=12)
+    keep = (ours + ref) > 10
+    assert stats.chi2_contingency(np.vstack([ours[keep], ref[keep]]))[1] > P_MIN
+    euc = np.bincount(TorchVickrey(emb, epsilon=2.0, t=0.6, device="cpu").sample_ids(np.full(n, 4), rng=1), minlength=12)
+    keep = (euc + ref) > 10
+    assert stats.chi2_contingency(np.vstack([euc[keep], ref[keep]]))[1] < 1e-6
+    one = Embedding(["only"], np.zeros((1, 3), np.float32))
+    assert TorchVickrey(one, epsilon=1.0, device="cpu").sample_ids([0, 0, UNK_ID], rng=0).tolist() == [0, 0, 0]
 
 
 # -- BRR ----------------------------------------------------------------------------------------

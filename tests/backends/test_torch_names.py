@@ -10,10 +10,10 @@ from deniable.mechanisms import Madlib, available_mechanisms
 
 def test_torch_mechanisms_are_registered_names():
     names = torch_mechanisms()
-    assert names == ["brr", "madlib", "mahalanobis", "tem"] and set(names) <= set(available_mechanisms())
+    assert names == ["brr", "madlib", "mahalanobis", "tem", "vickrey"] and set(names) <= set(available_mechanisms())
     assert torch_mechanism_class("madlib") is TorchMadlib and issubclass(TorchMadlib, Madlib)
 
 
 def test_a_mechanism_without_torch_backend_is_named():
-    with pytest.raises(ValueError, match=r"'santext' has no torch backend \(torch backends: brr, madlib, mahalanobis, tem\)"):
+    with pytest.raises(ValueError, match=r"'santext' has no torch backend \(torch backends: brr, madlib, mahalanobis, tem, vickrey\)"):
         torch_mechanism_class("santext")

@@ -218,3 +218,18 @@ def test_a_target_no_epsilon_meets_is_a_usage_error_naming_the_word(files, tmp_p
     assert r.exit_code == 2, r.output
     assert "no epsilon" in r.output and "max_n_w=0.5" in r.output and "N_w up to 0.7" in r.output
     assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_device_runs_the_torch_backend_and_names_mechanisms_without_one(files, tmp_path):
+    pytest.importorskip("torch")
+    emb, data = files
+    out = tmp_path / "out"
+    r = run("evaluate", str(data), "-m", "vickrey", "-e", "3", "--seeds", "1", "--embedding", str(emb), "-o", str(out),
+            "--min-simulations", "2000", "--no-progress", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["device"] == "cpu"
+    run_rec = json.loads((out / "runs" / "vickrey_eps3_seed0.json").read_text())
+    assert "backend='torch'" in run_rec["mechanism"]
+    r = run("evaluate", str(data), "-m", "santext", "-e", "3", "--embedding", str(emb), "-o", str(tmp_path / "o2"), "--device", "cpu")
+    assert r.exit_code == 2 and "santext has no torch backend" in r.output and not (tmp_path / "o2").exists()

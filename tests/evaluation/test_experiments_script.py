@@ -176,3 +176,17 @@ def test_update_doc_names_a_heading_the_page_lacks(ee, tmp_path):
     with pytest.raises(SystemExit, match="no heading starting with '## IMDb'"):
         ee.update_doc(doc, "### sms\n\n| new |\n")
     assert doc.read_text() == "## SMS Spam Collection\n\n| a |\n"  # nothing half-written
+
+
+def test_gpu_units_use_the_library_torch_backend(ee):
+    """--gpu builds the torch backend's mechanism where there is one (Vickrey included: it needs
+    the two nearest words, which a 1-NN index swap could not give) and numpy otherwise."""
+    pytest.importorskip("torch")
+    from deniable.backends.torch_backend import TorchVickrey
+
+    mech = ee.build_mechanism("vickrey", 2.0, device="cpu")
+    assert isinstance(mech, TorchVickrey) and "backend='torch'" in repr(mech)
+    assert mech.sample_ids([0, 1, 2], rng=0).shape == (3,)
+    assert type(ee.build_mechanism("santext", 2.0, device="cpu")).__name__ == "SanText"
+    assert type(ee.build_mechanism("vickrey", 2.0)).__name__ == "Vickrey"
+    assert ee._device(argparse.Namespace(gpu=True)) == "cuda" and ee._device(argparse.Namespace(gpu=False)) is None

@@ -1,4 +1,4 @@
-"""PyTorch backend: Madlib, Mahalanobis, BRR and TEM sampled on a GPU (or on the CPU through torch).
+"""PyTorch backend: Madlib, Mahalanobis, Vickrey, BRR and TEM sampled on a GPU (or on the CPU through torch).
 
 Each class here subclasses the numpy mechanism and replaces only its sampler, so the guarantee,
 the metric, ``distance``, ``probabilities``, ``privatize`` and every other method are the numpy
@@ -20,7 +20,9 @@ scores lie within twice that bound is re-ranked in float64 (matrix product, then
 nearest neighbour in every precision: ``precision="tf32"`` or ``"bf16"`` (opt-in) only changes
 how many queries need the float64 re-rank, i.e. speed. ``exact=False`` skips the check and
 returns the raw argmin of the low-precision scores (approximate; the benchmark reports how often
-it differs). BRR's Hamming search uses ±1 codes: H(q, c) = (n − q·c)/2, an integer that fp16 (on
+it differs). Vickrey's two nearest words are certified the same way: the computed top two are the
+exact two nearest when the third-best score lies more than twice the bound above the second;
+otherwise the query's candidates are re-measured in float64. BRR's Hamming search uses ±1 codes: H(q, c) = (n − q·c)/2, an integer that fp16 (on
 CUDA, n ≤ 2048 bits) or fp32 represents exactly, so it is exact by construction.
 
 **Randomness.** Each ``sample_ids`` call draws one 63-bit seed from the caller's ``rng`` (numpy
@@ -51,6 +53,7 @@ from ..mechanisms.brr import BRR
 from ..mechanisms.madlib import Madlib
 from ..mechanisms.mahalanobis import Mahalanobis
 from ..mechanisms.tem import TEM
+from ..mechanisms.vickrey import Vickrey, vickrey_first_probability
 
 __all__ = [
     "PRECISIONS",
@@ -58,6 +61,7 @@ __all__ = [
     "TorchHammingIndex",
     "TorchMadlib",
     "TorchMahalanobis",
+    "TorchVickrey",
     "TorchBRR",
     "TorchTEM",
     "build",
@@ -259,6 +263,93 @@ class TorchEuclideanIndex:
                 out[s : s + qq.shape[0]] = best
         self.stats["queries"] += n
         return out
+
+    def two_nearest_tensor(self, q: Any) -> tuple[Any, Any]:
+        """The two nearest vocabulary ids of each row of the float32 device tensor ``q`` and their
+        float64 Euclidean distances, nearest first (ties: lowest id), as ``(n, 2)`` tensors.
+
+        Per block the three best computed scores are kept. The computed top two are the exact two
+        nearest when the third score exceeds the second by more than twice the error bound (every
+        other id is then strictly farther); other queries are re-ranked in float64
+        (:meth:`_rerank_two`). Needs at least two vocabulary vectors."""
+        torch = _torch()
+        n, V = int(q.shape[0]), self.size
+        if V < 2:
+            raise ValueError("the two nearest words need a vocabulary of at least two vectors")
+        ids = torch.empty((n, 2), dtype=torch.int64, device=self.device)
+        dist = torch.empty((n, 2), dtype=torch.float64, device=self.device)
+        if n == 0:
+            return ids, dist
+        qb, vb = self._blocks(n)
+        vb = max(vb, min(V, 3))
+        k = min(3, V)
+        level = "highest" if self.precision == "fp32" else "high"
+        with _matmul_precision(level):
+            for s in range(0, n, qb):
+                qq = q[s : s + qb]
+                q_low = qq.to(torch.bfloat16) if self._low is not None else None
+                top_v: Any = None
+                top_i: Any = None
+                for v0 in range(0, V, vb):
+                    w = min(vb, V - v0)
+                    val, idx = torch.topk(self._scores(qq, q_low, v0, w), min(k, w), dim=1, largest=False, sorted=True)
+                    idx = idx + v0
+                    if top_v is not None:
+                        val, pos = torch.topk(torch.cat([top_v, val], 1), k, dim=1, largest=False, sorted=True)
+                        idx = torch.gather(torch.cat([top_i, idx], 1), 1, pos)
+                    top_v, top_i = val, idx
+                cand = top_i[:, :2].clone()
+                diff = qq[:, None, :].double() - self.vectors[cand].double()
+                d = torch.sqrt((diff * diff).sum(2))
+                if self.exact and k == 3:
+                    tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
+                    rows = torch.nonzero((top_v[:, 2] - top_v[:, 1]).double() <= 2 * tol).flatten()
+                    if rows.numel():
+                        cand[rows], d[rows] = self._rerank_two(qq[rows])
+                        self.stats["reranked"] += int(rows.numel())
+                swap = (d[:, 1] < d[:, 0]) | ((d[:, 1] == d[:, 0]) & (cand[:, 1] < cand[:, 0]))
+                ids[s : s + qq.shape[0]] = torch.where(swap[:, None], cand.flip(1), cand)
+                dist[s : s + qq.shape[0]] = torch.where(swap[:, None], d.flip(1), d)
+        self.stats["queries"] += n
+        return ids, dist
+
+    def _rerank_two(self, q: Any) -> tuple[Any, Any]:
+        """Float64 two nearest of each row of ``q`` (ties: lowest id), as ``two_nearest_tensor``.
+        Pass 1 finds each row's second-best float64 score s₂; every id that can be among the
+        exact two nearest scores at most s₂ + 2·tol (two ids have exact scores ≤ s₂ + tol), so
+        pass 2 collects those candidates and re-measures them as ‖q − e‖²."""
+        torch = _torch()
+        f, V, M = int(q.shape[0]), self.size, self._max_norm
+        q64 = q.double()
+        qn = torch.linalg.vector_norm(q64, dim=1)
+        tol = 4 * (self.dim + 2) * _U64 * (M * M + 2 * qn * M) + 1e-300
+        vb = int(min(V, max(2, (self.memory_bytes // 16) // max(f, 1))))
+
+        def scores(v0: int, w: int) -> Any:
+            blk = self.vectors[v0 : v0 + w].double()
+            return torch.addmm((blk * blk).sum(1), q64, blk.T, beta=1.0, alpha=-2.0)
+
+        top: Any = None
+        for v0 in range(0, V, vb):
+            sc = scores(v0, min(vb, V - v0))
+            val = torch.topk(sc, min(2, sc.shape[1]), dim=1, largest=False).values
+            top = val if top is None else torch.topk(torch.cat([top, val], 1), 2, dim=1, largest=False).values
+        thr = (top.max(dim=1).values + 2 * tol)[:, None]
+        rows_l, ids_l = [], []
+        for v0 in range(0, V, vb):
+            r, c = torch.nonzero(scores(v0, min(vb, V - v0)) <= thr, as_tuple=True)
+            rows_l.append(r)
+            ids_l.append(c + v0)
+        rows, ids = torch.cat(rows_l), torch.cat(ids_l)
+        diff = q64[rows] - self.vectors[ids].double()
+        d2 = (diff * diff).sum(1)
+        # order candidates by (row, d2, id): stable sorts, least significant key first
+        for k in range(3):
+            o = torch.argsort((ids, d2, rows)[k], stable=True)
+            rows, ids, d2 = rows[o], ids[o], d2[o]
+        start = torch.cumsum(torch.bincount(rows, minlength=f), 0) - torch.bincount(rows, minlength=f)
+        pick = torch.stack([start, start + 1], 1)
+        return ids[pick], torch.sqrt(d2[pick])
 
     def _rerank_candidates(self, q: Any, sc: Any, thr: Any, winner: Any) -> Any:
         """Float64 nearest neighbour of each row of ``q`` among the ids whose computed score is
@@ -512,7 +603,26 @@ class TorchMadlib(_TorchEuclidean, Madlib):
         return {**super()._params(), **self._backend_params()}
 
 
-class TorchMahalanobis(_TorchEuclidean, Mahalanobis):
+class _TorchEllipticalNoise(_TorchEuclidean):
+    """Mahalanobis noise on the device (Algorithm 1): Madlib's noise times Σ_λ^{1/2}."""
+
+    lam: float
+    _sqrt: np.ndarray
+
+    def _setup_noise(self) -> None:
+        torch = _torch()
+        self._sqrt_t = torch.from_numpy(np.array(self._sqrt, dtype=np.float32)).to(self.device)
+
+    def sample_noise_tensor(self, n: int, generator: Any) -> Any:
+        """``n`` draws of Y·Σ_λ^{1/2}·X (Algorithm 1) as a float32 device tensor."""
+        z = super().sample_noise_tensor(n, generator)
+        if self.lam == 0:
+            return z
+        with _matmul_precision("highest"):
+            return z @ self._sqrt_t
+
+
+class TorchMahalanobis(_TorchEllipticalNoise, Mahalanobis):
     """:class:`~deniable.mechanisms.mahalanobis.Mahalanobis` sampled with torch (same guarantee:
     ε·d-privacy, d = regularized Mahalanobis distance; Mahalanobis paper Theorem 1, Algorithm 2).
     Parameters as :class:`TorchMadlib` plus ``lam``."""
@@ -533,16 +643,59 @@ class TorchMahalanobis(_TorchEuclidean, Mahalanobis):
         _only_exact(index)
         super().__init__(embedding, epsilon=epsilon, lam=lam, index=_Pending(), batch_size=batch_size)
         self._setup(device, precision, exact, memory_bytes)
-        torch = _torch()
-        self._sqrt_t = torch.from_numpy(np.array(self._sqrt, dtype=np.float32)).to(self.device)
+        self._setup_noise()
 
-    def sample_noise_tensor(self, n: int, generator: Any) -> Any:
-        """``n`` draws of Y·Σ_λ^{1/2}·X (Algorithm 1) as a float32 device tensor."""
-        z = super().sample_noise_tensor(n, generator)
-        if self.lam == 0:
-            return z
-        with _matmul_precision("highest"):
-            return z @ self._sqrt_t
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), **self._backend_params()}
+
+
+class TorchVickrey(_TorchEllipticalNoise, Vickrey):
+    """:class:`~deniable.mechanisms.vickrey.Vickrey` sampled with torch. Same guarantee as the
+    numpy class (its noise mechanism's: ε·d-privacy with d the Euclidean distance for
+    ``metric="euclidean"``, Madlib Theorem 1, or the regularized Mahalanobis distance for
+    ``metric="mahalanobis"``, Xu et al. 2020 Theorem 1; the choice between the two nearest words
+    is post-processing). On the device: the noisy vector, the exact two nearest words
+    (:meth:`TorchEuclideanIndex.two_nearest_tensor`) and a float64 uniform from the device
+    generator against :func:`~deniable.mechanisms.vickrey.vickrey_first_probability`.
+    Parameters as :class:`~deniable.mechanisms.vickrey.Vickrey` plus ``device``, ``precision``,
+    ``exact`` and ``memory_bytes`` as :class:`TorchMadlib`."""
+
+    def __init__(
+        self,
+        embedding: Any,
+        *,
+        epsilon: float,
+        t: float = 0.75,
+        metric: str = "euclidean",
+        lam: float | None = None,
+        device: Any = "cuda",
+        precision: str = "fp32",
+        exact: bool = True,
+        memory_bytes: int = _DEFAULT_MEMORY,
+        index: str = "exact",
+        batch_size: int = 8192,
+    ) -> None:
+        _only_exact(index)
+        super().__init__(embedding, epsilon=epsilon, t=t, metric=metric, lam=lam, batch_size=batch_size)
+        self._setup(device, precision, exact, memory_bytes)
+        self._setup_noise()
+
+    def _sample_tensor(self, ids: Any, g: Any) -> Any:
+        torch = _torch()
+        n = int(ids.shape[0])
+        if self.n_words == 1:
+            return torch.zeros(n, dtype=torch.int64, device=self.device)
+        out = torch.empty(n, dtype=torch.int64, device=self.device)
+        for s in range(0, n, _NOISE_CHUNK):
+            chunk = ids[s : s + _NOISE_CHUNK]
+            m = int(chunk.shape[0])
+            q = self.points_tensor(chunk) + self.sample_noise_tensor(m, g)
+            nn, d = self.index.two_nearest_tensor(q)
+            dn = d.cpu().numpy()
+            p_first = torch.from_numpy(vickrey_first_probability(dn[:, 0], dn[:, 1], self.t)).to(self.device)
+            u = torch.rand(m, generator=g, device=self.device, dtype=torch.float64)
+            out[s : s + m] = torch.where(u < p_first, nn[:, 0], nn[:, 1])
+        return out
 
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), **self._backend_params()}
@@ -758,7 +911,7 @@ class TorchTEM(_TorchMixin, TEM):
         return {**super()._params(), **self._backend_params()}
 
 
-_CLASSES: dict[str, type] = {"madlib": TorchMadlib, "mahalanobis": TorchMahalanobis, "brr": TorchBRR, "tem": TorchTEM}
+_CLASSES: dict[str, type] = {"madlib": TorchMadlib, "mahalanobis": TorchMahalanobis, "vickrey": TorchVickrey, "brr": TorchBRR, "tem": TorchTEM}
 
 
 def torch_mechanisms() -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import json
 import math
@@ -204,10 +205,13 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.option("--similarity", "similarity_n", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Meaning kept: mean sentence-embedding cosine between the first N test texts and their privatized versions "
                    "(all-MiniLM-L6-v2, offline; needs deniable[eval]). 0: off.")
+@click.option("--device", default=None, metavar="DEVICE",
+              help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"): Madlib, Mahalanobis, '
+                   "Vickrey, TEM, BRR — same distributions, exact search. Default: the numpy backend.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
 def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
-             exact_inversion, similarity_n, out_dir, show_progress):
+             exact_inversion, similarity_n, device, out_dir, show_progress):
     """Evaluate a mechanism on a labelled data set: downstream accuracy, word inversion and
     membership inference (and, with --similarity, meaning kept), for each epsilon (or each
     --max-nw privacy target) and seed.
@@ -239,14 +243,15 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     texts, labels, splits = read_labelled(data, text_column, label_column, split_column)
     xtr, ytr, xte, yte = _split(texts, labels, splits, test_fraction, data)
     targets: dict[float, list[float]] = {}  # ε -> the --max-nw targets that chose it
+    build = build_mechanism if device is None else functools.partial(build_mechanism, device=device)
     if max_nws is not None:
         mechs = {}
-        for tau, m in zip(max_nws, build_for_targets(build_mechanism, mechanism, max_nws, param_values, embedding_path, None, progress=show_progress)):
+        for tau, m in zip(max_nws, build_for_targets(build, mechanism, max_nws, param_values, embedding_path, None, progress=show_progress)):
             mechs.setdefault(float(m.epsilon), m)
             targets.setdefault(float(m.epsilon), []).append(tau)
         epsilons = sorted(mechs)
     else:
-        mechs = {e: build_mechanism(mechanism, e, param_values, embedding_path, None, progress=show_progress) for e in epsilons}
+        mechs = {e: build(mechanism, e, param_values, embedding_path, None, progress=show_progress) for e in epsilons}
     runs_dir = out / "runs"  # created only once every mechanism (and target) is valid
     runs_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(None, 0)] + [(e, s) for e in epsilons for s in range(seeds)]
@@ -254,6 +259,8 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
               "n_train": len(xtr), "n_test": len(xte), "min_simulations": min_simulations}
     if targets:
         config["max_nw"] = max_nws
+    if device is not None:  # provenance only: the same distributions, so runs are reused across backends
+        config["device"] = device
     # what a saved run must have been computed with to be reused (similarity only when asked, so
     # runs saved without it stay valid for commands without it)
     run_keys = ("data", "mechanism", "params", "attacks", "n_train", "n_test")

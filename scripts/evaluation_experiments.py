@@ -40,6 +40,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -134,7 +135,7 @@ def compute_ratios(path: Path) -> None:
     path.write_text(json.dumps(out, indent=1) + "\n")
 
 
-def build_mechanism(name: str, epsilon: float, device: str | None = None):
+def build_mechanism(name: str, epsilon: float, device: str | None = None) -> Any:
     """Mechanism ``name`` at ``epsilon``; with a ``device`` ("cuda", or "cpu" in tests) the
     library's torch backend where the mechanism has one (Madlib, Mahalanobis, Vickrey, BRR, TEM:
     same distributions, exact search, see docs/gpu.md), the numpy one otherwise."""
@@ -148,7 +149,7 @@ def build_mechanism(name: str, epsilon: float, device: str | None = None):
     return deniable.get_mechanism(name, epsilon=epsilon)
 
 
-def _device(args) -> str | None:
+def _device(args: argparse.Namespace) -> str | None:
     return "cuda" if getattr(args, "gpu", False) else None
 
 
@@ -549,13 +550,11 @@ def update_doc(doc: Path, summary: str) -> list[str]:
 
     sections = dict(re.findall(r"### ([^\n]+)\n\n(.*?)(?=\n### |\Z)", summary, re.S))
     lines = doc.read_text(encoding="utf-8").split("\n")
+    check_doc(doc)
     report = []
 
     def heading(prefix: str) -> int:
-        for k, line in enumerate(lines):
-            if line.startswith(prefix):
-                return k
-        raise SystemExit(f"{doc}: no heading starting with {prefix!r}; add it or change DOC_SECTIONS in {Path(__file__).name}")
+        return next(k for k, line in enumerate(lines) if line.startswith(prefix))
 
     for prefix, name in DOC_SECTIONS.items():
         i = heading(prefix)
@@ -573,16 +572,29 @@ def update_doc(doc: Path, summary: str) -> list[str]:
         report.append(f"table under {lines[i]!r}")
     if "missing units" in sections:
         i = heading("## What is missing")
-        j = next((k for k in range(i, len(lines)) if lines[k] == "```"), None)
-        e = next((k for k in range(j + 1, len(lines)) if lines[k] == "```"), None) if j is not None else None
+        nxt = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("## ")), len(lines))
+        j = next((k for k in range(i, nxt) if lines[k] == "```"), None)
+        e = next((k for k in range(j + 1, nxt) if lines[k] == "```"), None) if j is not None else None
         if e is None:
             raise SystemExit(f"{doc}:{i + 1}: no ``` block under {lines[i]!r} to replace")
         lines[j : e + 1] = sections["missing units"].strip().split("\n")
         report.append("missing units")
+    import shutil
+
     tmp = doc.with_name(doc.name + ".tmp")
     tmp.write_text("\n".join(lines), encoding="utf-8")
+    shutil.copymode(doc, tmp)
     os.replace(tmp, doc)
     return report
+
+
+def check_doc(doc: Path) -> None:
+    """Exit naming the first heading of :data:`DOC_SECTIONS` (or "## What is missing") that the
+    results page ``doc`` lacks: checked before anything (plots included) is written."""
+    lines = doc.read_text(encoding="utf-8").split("\n")
+    for prefix in [*DOC_SECTIONS, "## What is missing"]:
+        if not any(line.startswith(prefix) for line in lines):
+            raise SystemExit(f"{doc}: no heading starting with {prefix!r}; add it or change DOC_SECTIONS in {Path(__file__).name}")
 
 
 def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
@@ -709,6 +721,7 @@ def main(argv=None) -> None:
             doc = Path(args.update_doc)
             if not doc.is_file():
                 p.error(f"--update-doc {doc}: no such file")
+            check_doc(doc)  # before the plots are written beside it
             print("\n".join(update_doc(doc, summarize(dirs, plot_dir=doc.parent, plot_prefix="evaluation_"))))
         else:
             print(summarize(dirs))

@@ -456,3 +456,20 @@ def test_fp32_search_ignores_a_global_tf32_setting():
         assert torch.get_float32_matmul_precision() == "medium"
     finally:
         torch.set_float32_matmul_precision(old)
+
+
+def test_vickrey_device_choice_rule_and_repr():
+    """The device copy of the selection rule equals the numpy one (zeros included), and the repr
+    names the search (exact or approximate, precision) as the other torch mechanisms do."""
+    from deniable.backends.torch_backend import _first_probability_tensor
+    from deniable.mechanisms.vickrey import vickrey_first_probability
+
+    rng = np.random.default_rng(3)
+    d1 = np.r_[0.0, 0.0, rng.uniform(0, 3, 200)]
+    d2 = np.r_[0.0, 1.0, d1[2:] + rng.uniform(0, 3, 200)]
+    for t in (0.0, 0.3, 0.75, 1.0):
+        got = _first_probability_tensor(torch.from_numpy(d1), torch.from_numpy(d2), t).numpy()
+        np.testing.assert_allclose(got, vickrey_first_probability(d1, d2, t), rtol=0, atol=1e-15)
+    emb = rand_emb(20, 4)
+    assert "index='torch-exact/fp32'" in repr(TorchVickrey(emb, epsilon=1.0, device="cpu"))
+    assert "index='torch-approx/bf16'" in repr(TorchVickrey(emb, epsilon=1.0, device="cpu", precision="bf16", exact=False))

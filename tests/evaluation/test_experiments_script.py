@@ -190,3 +190,18 @@ def test_gpu_units_use_the_library_torch_backend(ee):
     assert type(ee.build_mechanism("santext", 2.0, device="cpu")).__name__ == "SanText"
     assert type(ee.build_mechanism("vickrey", 2.0)).__name__ == "Vickrey"
     assert ee._device(argparse.Namespace(gpu=True)) == "cuda" and ee._device(argparse.Namespace(gpu=False)) is None
+
+
+def test_update_doc_never_takes_a_code_block_of_a_later_section(ee, tmp_path):
+    recs = [_record("none", 0.0), _record("madlib", 2.0)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    parts = []
+    for head in ee.DOC_SECTIONS:
+        parts += [head, "", "| old |", ""]
+    parts += ["## What is missing", "", "(the list was deleted)", "", "## Reproduce", "", "```", "keep this command", "```"]
+    doc = tmp_path / "evaluation.md"
+    doc.write_text("\n".join(parts))
+    before = doc.read_text()
+    with pytest.raises(SystemExit, match="no ``` block under '## What is missing'"):
+        ee.update_doc(doc, ee.summarize(tmp_path, plots=False))
+    assert doc.read_text() == before and not (tmp_path / "evaluation.md.tmp").exists()

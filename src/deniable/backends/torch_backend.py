@@ -53,7 +53,7 @@ from ..mechanisms.brr import BRR
 from ..mechanisms.madlib import Madlib
 from ..mechanisms.mahalanobis import Mahalanobis
 from ..mechanisms.tem import TEM
-from ..mechanisms.vickrey import Vickrey, vickrey_first_probability
+from ..mechanisms.vickrey import Vickrey
 
 __all__ = [
     "PRECISIONS",
@@ -281,7 +281,6 @@ class TorchEuclideanIndex:
         if n == 0:
             return ids, dist
         qb, vb = self._blocks(n)
-        vb = max(vb, min(V, 3))
         k = min(3, V)
         level = "highest" if self.precision == "fp32" else "high"
         with _matmul_precision(level):
@@ -313,21 +312,30 @@ class TorchEuclideanIndex:
         self.stats["queries"] += n
         return ids, dist
 
+    def _f64_tol(self, qn: Any) -> Any:
+        """Bound on the rounding error of a float64 score ``‖e‖² − 2q·e`` for queries of norm ``qn``."""
+        M = self._max_norm
+        return 4 * (self.dim + 2) * _U64 * (M * M + 2 * qn * M) + 1e-300
+
+    def _f64_scores(self, q64: Any, v0: int, w: int) -> Any:
+        """Float64 ``‖e‖² − 2q·e`` of the vectors ``v0 .. v0+w`` (``‖e‖²`` in float64 from the float32 vectors)."""
+        torch = _torch()
+        blk = self.vectors[v0 : v0 + w].double()
+        return torch.addmm((blk * blk).sum(1), q64, blk.T, beta=1.0, alpha=-2.0)
+
     def _rerank_two(self, q: Any) -> tuple[Any, Any]:
         """Float64 two nearest of each row of ``q`` (ties: lowest id), as ``two_nearest_tensor``.
         Pass 1 finds each row's second-best float64 score s₂; every id that can be among the
         exact two nearest scores at most s₂ + 2·tol (two ids have exact scores ≤ s₂ + tol), so
         pass 2 collects those candidates and re-measures them as ‖q − e‖²."""
         torch = _torch()
-        f, V, M = int(q.shape[0]), self.size, self._max_norm
+        f, V = int(q.shape[0]), self.size
         q64 = q.double()
-        qn = torch.linalg.vector_norm(q64, dim=1)
-        tol = 4 * (self.dim + 2) * _U64 * (M * M + 2 * qn * M) + 1e-300
+        tol = self._f64_tol(torch.linalg.vector_norm(q64, dim=1))
         vb = int(min(V, max(2, (self.memory_bytes // 16) // max(f, 1))))
 
         def scores(v0: int, w: int) -> Any:
-            blk = self.vectors[v0 : v0 + w].double()
-            return torch.addmm((blk * blk).sum(1), q64, blk.T, beta=1.0, alpha=-2.0)
+            return self._f64_scores(q64, v0, w)
 
         top: Any = None
         for v0 in range(0, V, vb):
@@ -371,16 +379,13 @@ class TorchEuclideanIndex:
     def _rerank(self, q: Any) -> Any:
         """Float64 nearest neighbour of each row of ``q`` (ties: lowest id)."""
         torch = _torch()
-        f, V, M = int(q.shape[0]), self.size, self._max_norm
+        f, V = int(q.shape[0]), self.size
         q64 = q.double()
-        qn = torch.linalg.vector_norm(q64, dim=1)
-        tol = 4 * (self.dim + 2) * _U64 * (M * M + 2 * qn * M) + 1e-300
+        tol = self._f64_tol(torch.linalg.vector_norm(q64, dim=1))
         vb = int(min(V, max(1, (self.memory_bytes // 16) // max(f, 1))))
 
         def scores(v0: int, w: int) -> Any:
-            blk = self.vectors[v0 : v0 + w].double()
-            # e2 in float64 from the float32 vectors, so the score is float64-accurate
-            return torch.addmm((blk * blk).sum(1), q64, blk.T, beta=1.0, alpha=-2.0)
+            return self._f64_scores(q64, v0, w)
 
         best = torch.full((f,), math.inf, dtype=torch.float64, device=self.device)
         for v0 in range(0, V, vb):
@@ -610,6 +615,7 @@ class _TorchEllipticalNoise(_TorchEuclidean):
     _sqrt: np.ndarray
 
     def _setup_noise(self) -> None:
+        """Put Σ_λ^{1/2} on the device (after ``_setup``)."""
         torch = _torch()
         self._sqrt_t = torch.from_numpy(np.array(self._sqrt, dtype=np.float32)).to(self.device)
 
@@ -691,14 +697,13 @@ class TorchVickrey(_TorchEllipticalNoise, Vickrey):
             m = int(chunk.shape[0])
             q = self.points_tensor(chunk) + self.sample_noise_tensor(m, g)
             nn, d = self.index.two_nearest_tensor(q)
-            dn = d.cpu().numpy()
-            p_first = torch.from_numpy(vickrey_first_probability(dn[:, 0], dn[:, 1], self.t)).to(self.device)
+            p_first = _first_probability_tensor(d[:, 0], d[:, 1], self.t)
             u = torch.rand(m, generator=g, device=self.device, dtype=torch.float64)
             out[s : s + m] = torch.where(u < p_first, nn[:, 0], nn[:, 1])
         return out
 
     def _params(self) -> dict[str, Any]:
-        return {**super()._params(), **self._backend_params()}
+        return {**super()._params(), "index": self._index_spec, **self._backend_params()}
 
 
 def _only_exact(index: Any) -> None:
@@ -909,6 +914,15 @@ class TorchTEM(_TorchMixin, TEM):
 
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), **self._backend_params()}
+
+
+def _first_probability_tensor(d1: Any, d2: Any, t: float) -> Any:
+    """:func:`~deniable.mechanisms.vickrey.vickrey_first_probability` on device tensors (float64),
+    so the sampler never copies to the host."""
+    torch = _torch()
+    num = (1.0 - t) * d2
+    den = t * d1 + num
+    return torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)), torch.full_like(den, 1.0 - t))
 
 
 _CLASSES: dict[str, type] = {"madlib": TorchMadlib, "mahalanobis": TorchMahalanobis, "vickrey": TorchVickrey, "brr": TorchBRR, "tem": TorchTEM}

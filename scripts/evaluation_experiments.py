@@ -550,7 +550,7 @@ def update_doc(doc: Path, summary: str) -> list[str]:
 
     sections = dict(re.findall(r"### ([^\n]+)\n\n(.*?)(?=\n### |\Z)", summary, re.S))
     lines = doc.read_text(encoding="utf-8").split("\n")
-    check_doc(doc)
+    check_doc(doc, lines)
     report = []
 
     def heading(prefix: str) -> int:
@@ -588,10 +588,12 @@ def update_doc(doc: Path, summary: str) -> list[str]:
     return report
 
 
-def check_doc(doc: Path) -> None:
+def check_doc(doc: Path, lines: list[str] | None = None) -> None:
     """Exit naming the first heading of :data:`DOC_SECTIONS` (or "## What is missing") that the
-    results page ``doc`` lacks: checked before anything (plots included) is written."""
-    lines = doc.read_text(encoding="utf-8").split("\n")
+    results page ``doc`` (its ``lines`` when already read) lacks: checked before anything (plots
+    included) is written."""
+    if lines is None:
+        lines = doc.read_text(encoding="utf-8").split("\n")
     for prefix in [*DOC_SECTIONS, "## What is missing"]:
         if not any(line.startswith(prefix) for line in lines):
             raise SystemExit(f"{doc}: no heading starting with {prefix!r}; add it or change DOC_SECTIONS in {Path(__file__).name}")

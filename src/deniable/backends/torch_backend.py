@@ -189,6 +189,17 @@ class TorchEuclideanIndex:
         vb = int(min(self.size, max(2, cells // qb)))
         return qb, vb
 
+    def _query_blocks(self, q: Any) -> Iterator[tuple[int, Any, Any, int]]:
+        """``(start, queries, their bf16 copy or None, vocabulary block)`` per block of ``q``, with
+        torch's float32 matrix-product precision set for this index during the iteration."""
+        torch = _torch()
+        n = int(q.shape[0])
+        qb, vb = self._blocks(n)
+        with _matmul_precision("highest" if self.precision == "fp32" else "high"):
+            for s in range(0, n, qb):
+                qq = q[s : s + qb]
+                yield s, qq, (qq.to(torch.bfloat16) if self._low is not None else None), vb
+
     def _scores(self, q: Any, q_low: Any, v0: int, w: int) -> Any:
         torch = _torch()
         if q_low is not None:
@@ -221,46 +232,41 @@ class TorchEuclideanIndex:
         out = torch.empty(n, dtype=torch.int64, device=self.device)
         if n == 0:
             return out
-        qb, vb = self._blocks(n)
         V = self.size
-        level = "highest" if self.precision == "fp32" else "high"
-        with _matmul_precision(level):
-            for s in range(0, n, qb):
-                qq = q[s : s + qb]
-                q_low = qq.to(torch.bfloat16) if self._low is not None else None
-                top_v: Any = None
-                top_i: Any = None
-                for v0 in range(0, V, vb):
-                    w = min(vb, V - v0)
-                    sc = self._scores(qq, q_low, v0, w)
-                    val, idx = sc.min(dim=1, keepdim=True)
-                    if self.exact and w > 1:
-                        # the runner-up score: mask the winner, one more pass (cheaper than topk)
-                        sc.scatter_(1, idx, math.inf)
-                        val = torch.cat([val, sc.amin(dim=1, keepdim=True)], 1)
-                        idx = torch.cat([idx, idx], 1)  # the runner-up's id is never used
-                    idx = idx + v0
-                    if top_v is None:
-                        top_v, top_i = val, idx
+        for s, qq, q_low, vb in self._query_blocks(q):
+            top_v: Any = None
+            top_i: Any = None
+            for v0 in range(0, V, vb):
+                w = min(vb, V - v0)
+                sc = self._scores(qq, q_low, v0, w)
+                val, idx = sc.min(dim=1, keepdim=True)
+                if self.exact and w > 1:
+                    # the runner-up score: mask the winner, one more pass (cheaper than topk)
+                    sc.scatter_(1, idx, math.inf)
+                    val = torch.cat([val, sc.amin(dim=1, keepdim=True)], 1)
+                    idx = torch.cat([idx, idx], 1)  # the runner-up's id is never used
+                idx = idx + v0
+                if top_v is None:
+                    top_v, top_i = val, idx
+                else:
+                    cv, ci = torch.cat([top_v, val], 1), torch.cat([top_i, idx], 1)
+                    k = 2 if self.exact else 1
+                    top_v, pos = torch.topk(cv, min(k, cv.shape[1]), dim=1, largest=False, sorted=True)
+                    top_i = torch.gather(ci, 1, pos)
+            best = top_i[:, 0].clone()
+            if self.exact and top_v.shape[1] > 1:
+                tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
+                unsure = (top_v[:, 1] - top_v[:, 0]).double() <= 2 * tol
+                rows = torch.nonzero(unsure).flatten()
+                if rows.numel():
+                    if vb == V:  # the block's scores are at hand: re-rank only the candidates
+                        thr = (top_v[rows, 0].double() + 2 * tol[rows]).float()
+                        thr = torch.nextafter(thr, torch.full_like(thr, math.inf))
+                        best[rows] = self._rerank_candidates(qq[rows], sc[rows], thr, best[rows])
                     else:
-                        cv, ci = torch.cat([top_v, val], 1), torch.cat([top_i, idx], 1)
-                        k = 2 if self.exact else 1
-                        top_v, pos = torch.topk(cv, min(k, cv.shape[1]), dim=1, largest=False, sorted=True)
-                        top_i = torch.gather(ci, 1, pos)
-                best = top_i[:, 0].clone()
-                if self.exact and top_v.shape[1] > 1:
-                    tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
-                    unsure = (top_v[:, 1] - top_v[:, 0]).double() <= 2 * tol
-                    rows = torch.nonzero(unsure).flatten()
-                    if rows.numel():
-                        if vb == V:  # the block's scores are at hand: re-rank only the candidates
-                            thr = (top_v[rows, 0].double() + 2 * tol[rows]).float()
-                            thr = torch.nextafter(thr, torch.full_like(thr, math.inf))
-                            best[rows] = self._rerank_candidates(qq[rows], sc[rows], thr, best[rows])
-                        else:
-                            best[rows] = self._rerank(qq[rows])
-                        self.stats["reranked"] += int(rows.numel())
-                out[s : s + qq.shape[0]] = best
+                        best[rows] = self._rerank(qq[rows])
+                    self.stats["reranked"] += int(rows.numel())
+            out[s : s + qq.shape[0]] = best
         self.stats["queries"] += n
         return out
 
@@ -271,7 +277,7 @@ class TorchEuclideanIndex:
         Per block the three best computed scores are kept. The computed top two are the exact two
         nearest when the third score exceeds the second by more than twice the error bound (every
         other id is then strictly farther); other queries are re-ranked in float64
-        (:meth:`_rerank_two`). Needs at least two vocabulary vectors."""
+        (:meth:`_rerank_k`). Needs at least two vocabulary vectors."""
         torch = _torch()
         n, V = int(q.shape[0]), self.size
         if V < 2:
@@ -280,35 +286,30 @@ class TorchEuclideanIndex:
         dist = torch.empty((n, 2), dtype=torch.float64, device=self.device)
         if n == 0:
             return ids, dist
-        qb, vb = self._blocks(n)
         k = min(3, V)
-        level = "highest" if self.precision == "fp32" else "high"
-        with _matmul_precision(level):
-            for s in range(0, n, qb):
-                qq = q[s : s + qb]
-                q_low = qq.to(torch.bfloat16) if self._low is not None else None
-                top_v: Any = None
-                top_i: Any = None
-                for v0 in range(0, V, vb):
-                    w = min(vb, V - v0)
-                    val, idx = torch.topk(self._scores(qq, q_low, v0, w), min(k, w), dim=1, largest=False, sorted=True)
-                    idx = idx + v0
-                    if top_v is not None:
-                        val, pos = torch.topk(torch.cat([top_v, val], 1), k, dim=1, largest=False, sorted=True)
-                        idx = torch.gather(torch.cat([top_i, idx], 1), 1, pos)
-                    top_v, top_i = val, idx
-                cand = top_i[:, :2].clone()
-                diff = qq[:, None, :].double() - self.vectors[cand].double()
-                d = torch.sqrt((diff * diff).sum(2))
-                if self.exact and k == 3:
-                    tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
-                    rows = torch.nonzero((top_v[:, 2] - top_v[:, 1]).double() <= 2 * tol).flatten()
-                    if rows.numel():
-                        cand[rows], d[rows] = self._rerank_two(qq[rows])
-                        self.stats["reranked"] += int(rows.numel())
-                swap = (d[:, 1] < d[:, 0]) | ((d[:, 1] == d[:, 0]) & (cand[:, 1] < cand[:, 0]))
-                ids[s : s + qq.shape[0]] = torch.where(swap[:, None], cand.flip(1), cand)
-                dist[s : s + qq.shape[0]] = torch.where(swap[:, None], d.flip(1), d)
+        for s, qq, q_low, vb in self._query_blocks(q):
+            top_v: Any = None
+            top_i: Any = None
+            for v0 in range(0, V, vb):
+                w = min(vb, V - v0)
+                val, idx = torch.topk(self._scores(qq, q_low, v0, w), min(k, w), dim=1, largest=False, sorted=True)
+                idx = idx + v0
+                if top_v is not None:
+                    val, pos = torch.topk(torch.cat([top_v, val], 1), k, dim=1, largest=False, sorted=True)
+                    idx = torch.gather(torch.cat([top_i, idx], 1), 1, pos)
+                top_v, top_i = val, idx
+            cand = top_i[:, :2].clone()
+            diff = qq[:, None, :].double() - self.vectors[cand].double()
+            d = torch.sqrt((diff * diff).sum(2))
+            if self.exact and k == 3:
+                tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
+                rows = torch.nonzero((top_v[:, 2] - top_v[:, 1]).double() <= 2 * tol).flatten()
+                if rows.numel():
+                    cand[rows], d[rows] = self._rerank_k(qq[rows], 2)
+                    self.stats["reranked"] += int(rows.numel())
+            swap = (d[:, 1] < d[:, 0]) | ((d[:, 1] == d[:, 0]) & (cand[:, 1] < cand[:, 0]))
+            ids[s : s + qq.shape[0]] = torch.where(swap[:, None], cand.flip(1), cand)
+            dist[s : s + qq.shape[0]] = torch.where(swap[:, None], d.flip(1), d)
         self.stats["queries"] += n
         return ids, dist
 
@@ -323,40 +324,36 @@ class TorchEuclideanIndex:
         blk = self.vectors[v0 : v0 + w].double()
         return torch.addmm((blk * blk).sum(1), q64, blk.T, beta=1.0, alpha=-2.0)
 
-    def _rerank_two(self, q: Any) -> tuple[Any, Any]:
-        """Float64 two nearest of each row of ``q`` (ties: lowest id), as ``two_nearest_tensor``.
-        Pass 1 finds each row's second-best float64 score s₂; every id that can be among the
-        exact two nearest scores at most s₂ + 2·tol (two ids have exact scores ≤ s₂ + tol), so
-        pass 2 collects those candidates and re-measures them as ‖q − e‖²."""
+    def _rerank_k(self, q: Any, k: int) -> tuple[Any, Any]:
+        """Float64 ``k`` nearest of each row of ``q`` (``k`` ≤ V), nearest first, ties to the lowest
+        id: ids and distances, ``(f, k)``. Pass 1 finds each row's k-th best float64 score s_k;
+        every id that can be among the exact k nearest scores at most s_k + 2·tol (k ids have
+        exact scores ≤ s_k + tol), so pass 2 collects those candidates and re-measures them as
+        ‖q − e‖²."""
         torch = _torch()
         f, V = int(q.shape[0]), self.size
         q64 = q.double()
         tol = self._f64_tol(torch.linalg.vector_norm(q64, dim=1))
-        vb = int(min(V, max(2, (self.memory_bytes // 16) // max(f, 1))))
-
-        def scores(v0: int, w: int) -> Any:
-            return self._f64_scores(q64, v0, w)
-
+        vb = int(min(V, max(k, (self.memory_bytes // 16) // max(f, 1))))
         top: Any = None
         for v0 in range(0, V, vb):
-            sc = scores(v0, min(vb, V - v0))
-            val = torch.topk(sc, min(2, sc.shape[1]), dim=1, largest=False).values
-            top = val if top is None else torch.topk(torch.cat([top, val], 1), 2, dim=1, largest=False).values
+            val = torch.topk(self._f64_scores(q64, v0, min(vb, V - v0)), k, dim=1, largest=False).values
+            top = val if top is None else torch.topk(torch.cat([top, val], 1), k, dim=1, largest=False).values
         thr = (top.max(dim=1).values + 2 * tol)[:, None]
         rows_l, ids_l = [], []
         for v0 in range(0, V, vb):
-            r, c = torch.nonzero(scores(v0, min(vb, V - v0)) <= thr, as_tuple=True)
+            r, c = torch.nonzero(self._f64_scores(q64, v0, min(vb, V - v0)) <= thr, as_tuple=True)
             rows_l.append(r)
             ids_l.append(c + v0)
         rows, ids = torch.cat(rows_l), torch.cat(ids_l)
         diff = q64[rows] - self.vectors[ids].double()
         d2 = (diff * diff).sum(1)
         # order candidates by (row, d2, id): stable sorts, least significant key first
-        for k in range(3):
-            o = torch.argsort((ids, d2, rows)[k], stable=True)
+        for key in range(3):
+            o = torch.argsort((ids, d2, rows)[key], stable=True)
             rows, ids, d2 = rows[o], ids[o], d2[o]
-        start = torch.cumsum(torch.bincount(rows, minlength=f), 0) - torch.bincount(rows, minlength=f)
-        pick = torch.stack([start, start + 1], 1)
+        counts = torch.bincount(rows, minlength=f)
+        pick = (torch.cumsum(counts, 0) - counts)[:, None] + torch.arange(k, device=self.device)
         return ids[pick], torch.sqrt(d2[pick])
 
     def _rerank_candidates(self, q: Any, sc: Any, thr: Any, winner: Any) -> Any:
@@ -378,27 +375,7 @@ class TorchEuclideanIndex:
 
     def _rerank(self, q: Any) -> Any:
         """Float64 nearest neighbour of each row of ``q`` (ties: lowest id)."""
-        torch = _torch()
-        f, V = int(q.shape[0]), self.size
-        q64 = q.double()
-        tol = self._f64_tol(torch.linalg.vector_norm(q64, dim=1))
-        vb = int(min(V, max(1, (self.memory_bytes // 16) // max(f, 1))))
-
-        def scores(v0: int, w: int) -> Any:
-            return self._f64_scores(q64, v0, w)
-
-        best = torch.full((f,), math.inf, dtype=torch.float64, device=self.device)
-        for v0 in range(0, V, vb):
-            best = torch.minimum(best, scores(v0, min(vb, V - v0)).min(dim=1).values)
-        rows_l, ids_l = [], []
-        for v0 in range(0, V, vb):
-            sc = scores(v0, min(vb, V - v0))
-            r, c = torch.nonzero(sc <= (best + 2 * tol)[:, None], as_tuple=True)
-            rows_l.append(r)
-            ids_l.append(c + v0)
-        rows, ids = torch.cat(rows_l), torch.cat(ids_l)
-        diff = q64[rows] - self.vectors[ids].double()
-        return _lowest_id_of_min(f, rows, ids, (diff * diff).sum(1), V, self.device)
+        return self._rerank_k(q, 1)[0][:, 0]
 
 
 def _lowest_id_of_min(f: int, rows: Any, ids: Any, d2: Any, V: int, device: Any) -> Any:

@@ -25,6 +25,10 @@ Usage::
     python scripts/evaluation_experiments.py --summarize build/eval   # Markdown tables + plots
     python scripts/evaluation_experiments.py --summarize build/eval/sms,build/eval/imdb \\
         --update-doc docs/results/evaluation.md   # the results page's tables and plots, prose untouched
+
+The page's own units are recorded in docs/results/evaluation_data/ (committed: ``--out`` there).
+``--update-doc`` merges into the page's tables (rows with no unit in the folders stay; new seeds
+of a one-seed row combine with it), since the first seven sessions' raw records are gone.
 """
 
 from __future__ import annotations
@@ -222,6 +226,8 @@ def units(args, ratios: dict) -> list[tuple]:
 
     mechs = args.mechanisms.split(",") if args.mechanisms else deniable.available_mechanisms()
     levels = [float(x) for x in args.levels.split(",")]
+    seeds = [int(x) for x in args.seed_list.split(",")] if getattr(args, "seed_list", "") else list(range(args.seeds))
+    baseline = 0 in seeds  # the non-private unit is seed 0's
     out = []
     if args.max_nw:  # levels are worst-case N_w targets; each mechanism at the ε its calibration picks
         taus = [float(x) for x in args.max_nw.split(",")]
@@ -239,12 +245,12 @@ def units(args, ratios: dict) -> list[tuple]:
             old = json.loads(path.read_text()) if path.exists() else {}
             path.write_text(json.dumps({**old, **infeasible}, indent=1, sort_keys=True))
         for dname in args.datasets.split(","):
-            out.append((dname, "none", 0.0, None, 0))
-            out += [(dname, m, t, eps[m, t], seed) for seed in range(args.seeds) for t in taus for m in mechs if (m, t) in eps]
+            out += [(dname, "none", 0.0, None, 0)] if baseline else []
+            out += [(dname, m, t, eps[m, t], seed) for seed in seeds for t in taus for m in mechs if (m, t) in eps]
         return out
     for dname in args.datasets.split(","):
-        out.append((dname, "none", 0.0, None, 0))
-        for seed in range(args.seeds):
+        out += [(dname, "none", 0.0, None, 0)] if baseline else []
+        for seed in seeds:
             for level in levels:
                 for m in mechs:
                     if m not in ratios and m != "madlib":
@@ -435,10 +441,16 @@ def _ci95(values) -> str:
     return f"{v.mean():.1f} ± {half:.1f}"
 
 
-def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | None = None, plot_prefix: str = "privacy_utility_") -> str:
+def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | None = None, plot_prefix: str = "privacy_utility_",
+              page: Path | None = None) -> str:
     """Markdown tables (mean ± 95 % t-half-width over seeds) of one or more result folders;
     a unit present in several folders counts once. Plots go to ``plot_dir`` (default: the first
-    folder) as ``<plot_prefix><data set>.png``."""
+    folder) as ``<plot_prefix><data set>.png``.
+
+    With ``page`` (a results page, e.g. docs/results/evaluation.md), the one-seed rows of its
+    tables count as seed-0 units (:func:`page_records`) where no folder has that unit, so new
+    seeds of a cell whose first seed's raw record is gone combine with it; the page's other rows
+    count as present in the missing-units list (:func:`update_doc` keeps them)."""
     dirs = [Path(d) for d in (out_dirs if isinstance(out_dirs, list) else [out_dirs])]
     recs, seen = [], set()
     sims: dict = defaultdict(list)
@@ -462,6 +474,25 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
             for line in (out_dir / "similarity.jsonl").read_text().splitlines():
                 s = json.loads(line)
                 sims[(s["dataset"], s["mechanism"], float(s["level"]))].append(s["similarity"])
+    page_cells: dict = {}  # (data set, mechanism, level, N_w-matched) -> seeds of a page row
+    if page is not None:
+        one_seed, page_cells = page_records(page.read_text(encoding="utf-8").split("\n"))
+        new_seeds: dict = defaultdict(set)
+        for r in recs:
+            new_seeds[_key(r)[:3], "max_n_w" in r].add(int(r["seed"]))
+        for (d, m, lv, nw), n in page_cells.items():  # a several-seed row: its seeds are not on the page
+            got = new_seeds.get(((d, m, lv), nw), set())
+            if n > 1 and got and not set(range(n)) <= got:
+                print(f"kept the page's {n}-seed row of {d} {m} {lv:g}{' (N_w)' if nw else ''}: new seeds {sorted(got)} "
+                      "cannot be combined with it (its per-seed values are not on the page)", file=sys.stderr)
+                recs = [r for r in recs if not (_key(r)[:3] == (d, m, lv) and ("max_n_w" in r) == nw)]
+        new_cells = {_key(r)[:3] for r in recs}
+        for r in one_seed:
+            if _key(r) not in seen and _key(r)[:3] in new_cells:  # only where it combines with new seeds
+                seen.add(_key(r))
+                recs.append(r)
+                if "similarity" in r:
+                    sims[_key(r)[:3]].append(r.pop("similarity"))
     out_dir = dirs[0]
     groups: dict = defaultdict(list)
     for r in recs:
@@ -507,7 +538,9 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
         if "inversion_exact" in r:
             exact.setdefault((r["dataset"], r["mechanism"], float(r["level"])), r["inversion_exact"])
     lines += exact_inversion_table(exact, groups, order)
-    lines += missing_units(recs)
+    present = recs + [{"dataset": d, "mechanism": m, "level": lv, "seed": i}
+                      for (d, m, lv, nw), n in page_cells.items() if not nw for i in range(n)]
+    lines += missing_units(present)
     lines += ["### time per unit (median over units; seconds)", "",
               "| data set | mechanism | units | wall | CPU | privatizing | fit + tokenizing | inversion | MIA | load avg |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -521,9 +554,137 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
         lines.append(f"| {d} | {m} | {len(rs)} | {med(rs, 'seconds')} | {med(rs, 'cpu_s')} | {med(rs, 'privatize_s')} | {med(rs, 'fit_s')} | "
                      f"{med(rs, 'inversion_s')} | {med(rs, 'mia_s')} | {load} |")
     lines.append("")
+    text = "\n".join(lines)
     if plots:
-        _plots(plot_dir or out_dir, {k: v for k, v in groups.items() if not is_nw(k)}, plot_prefix)
-    return "\n".join(lines)
+        _plots(plot_dir or out_dir, {d: rows for d, rows in _summary_tables(text).items() if d in DATASETS}, plot_prefix)
+    return text
+
+
+def _summary_tables(summary: str) -> dict[str, list[str]]:
+    """``summarize``'s output as section name -> its table rows."""
+    import re
+
+    return {name: [r for r in body.strip().split("\n") if r.startswith("|")]
+            for name, body in re.findall(r"### ([^\n]+)\n\n(.*?)(?=\n### |\Z)", summary, re.S)}
+
+
+# -- the results page as a record -------------------------------------------------------------
+def _row_cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def _value(cell: str) -> tuple[float, float | None] | None:
+    """A table cell "x", "x ± h" or "—" as (x, h) (h None for one seed), None for "—"."""
+    if cell in ("—", ""):
+        return None
+    mean, _, half = cell.partition(" ± ")
+    return float(mean), (float(half) if half else None)
+
+
+def _table_span(lines: list[str], i: int) -> tuple[int, int] | None:
+    """Line range [j, e) of the first Markdown table under the heading at line ``i`` (before the
+    next "## " heading), None when there is none."""
+    nxt = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("## ")), len(lines))
+    j = next((k for k in range(i + 1, nxt) if lines[k].startswith("|")), None)
+    if j is None:
+        return None
+    e = j
+    while e < len(lines) and lines[e].startswith("|"):
+        e += 1
+    return j, e
+
+
+def _page_tables(lines: list[str]) -> dict[str, tuple[int, int]]:
+    """Summary section name -> line range of its table on the page (sections that have one)."""
+    out = {}
+    for prefix, name in DOC_SECTIONS.items():
+        i = next((k for k, line in enumerate(lines) if line.startswith(prefix)), None)
+        span = None if i is None else _table_span(lines, i)
+        if span is not None:
+            out[name] = span
+    return out
+
+
+def _section_dataset(name: str) -> tuple[str, bool] | None:
+    """("imdb", True) for "imdb — matched by a worst-case N_w target"; None for the tables that
+    are not one data set's grid (Bayes-optimal adversary, time per unit)."""
+    d, _, rest = name.partition(" — ")
+    return (d, bool(rest)) if d in DATASETS else None
+
+
+def page_records(lines: list[str]) -> tuple[list[dict], dict]:
+    """The results page's grid tables read back: a unit record (seed 0, ``"from_page": True``,
+    values to the page's 0.1-point rounding) for every one-seed row, and the seed count of every
+    row, keyed (data set, mechanism, level, N_w-matched). A row with several seeds cannot be split
+    into its seeds: it only counts as present. This is how cells whose raw records were lost (the
+    build folder of the first seven sessions) combine with new seeds."""
+    recs, cells = [], {}
+    for name, (j, e) in _page_tables(lines).items():
+        ds = _section_dataset(name)
+        if ds is None:
+            continue
+        d, nw = ds
+        head = _row_cells(lines[j])
+        col = {h: i for i, h in enumerate(head)}
+        for row in lines[j + 2 : e]:
+            c = _row_cells(row)
+            level, mech, n = float(c[0]), c[1], int(c[col["seeds"]])
+            cells[d, mech, level, nw] = n
+            if n != 1:
+                continue
+            v = lambda h: None if h not in col or _value(c[col[h]]) is None else _value(c[col[h]])[0] / 100
+            eps = float(c[col["ε"]])
+            r: dict[str, Any] = {"dataset": d, "mechanism": mech, "level": level, "epsilon": eps if mech != "none" else None, "seed": 0, "from_page": True}
+            if nw and mech != "none":
+                r["max_n_w"] = level
+            if d == "blogs":
+                r["authorship"] = {"top1": v("top-1 %"), "top10": v("top-10 %")}
+            else:
+                r.update(changed_train=v("words changed %"), acc_clean=v("acc. clean test %"), acc_priv=v("acc. privatized test %"),
+                         mia={"auc": v("MIA AUC %")})
+                r["inversion"] = None if v("inversion top-1 %") is None else {
+                    "unchanged": v("read as is %"), "top1": v("inversion top-1 %"), "topk": v("top-5 %"), "rare_top1": v("rare top-1 %")}
+                if v("MIA AUC audit model %") is not None:
+                    r["mia_audit"] = {"auc": v("MIA AUC audit model %")}
+                if v("similarity %") is not None:
+                    r["similarity"] = v("similarity %")
+            recs.append(r)
+    return recs, cells
+
+
+def _row_key(name: str, row: str) -> tuple:
+    """A table row's identity: (level, mechanism) in a grid table, (data set, level, mechanism)
+    in the Bayes-optimal one, (data set, mechanism) in the time table."""
+    c = _row_cells(row)
+    if _section_dataset(name) is not None:
+        return (float(c[0]), c[1])
+    if name.startswith("Bayes-optimal"):
+        return (c[0], float(c[1]), c[2])
+    return (c[0], c[1])
+
+
+def _row_order(name: str, key: tuple) -> tuple:
+    order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)
+    dset = lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS)
+    if _section_dataset(name) is not None:
+        return (key[0], order(key[1]))
+    if name.startswith("Bayes-optimal"):
+        return (dset(key[0]), key[1] < 1, key[1], order(key[2]))
+    return (dset(key[0]), order(key[1]))
+
+
+def merge_rows(name: str, page_rows: list[str], new_rows: list[str]) -> list[str]:
+    """Table ``name``: the page's rows with those of ``new_rows`` (header and separator first)
+    replacing the rows they share a key with (:func:`_row_key`), in the summary's order. The time
+    table keeps the page's row where both have one: its medians cover units whose raw records are
+    gone."""
+    head = (new_rows or page_rows)[:2]
+    rows = {_row_key(name, r): r for r in page_rows[2:]}
+    for r in new_rows[2:]:
+        k = _row_key(name, r)
+        if not (name.startswith("time per unit") and k in rows):
+            rows[k] = r
+    return head + [rows[k] for k in sorted(rows, key=lambda k: _row_order(name, k))]
 
 
 #: Headings of docs/results/evaluation.md (prefixes) -> the summary section whose table follows them.
@@ -540,10 +701,14 @@ DOC_SECTIONS = {
 }
 
 
-def update_doc(doc: Path, summary: str) -> list[str]:
-    """Replace, in the Markdown results page ``doc``, the first table after each heading of
-    :data:`DOC_SECTIONS` by the matching table of ``summary`` (``summarize``'s output) and the
-    code block after "## What is missing" by the missing-units list; the prose is left alone.
+def update_doc(doc: Path, summary: str, merge: bool = True, plot_prefix: str | None = None) -> list[str]:
+    """Update, in the Markdown results page ``doc``, the first table after each heading of
+    :data:`DOC_SECTIONS` from the matching table of ``summary`` (``summarize``'s output, best made
+    with ``page=doc``) and replace the code block after "## What is missing" by the missing-units
+    list; the prose is left alone. With ``merge`` (the default) a row of the page that the summary
+    has no row for is kept (:func:`merge_rows`): the page is the record of units whose raw results
+    are gone; ``merge=False`` replaces each table whole. With ``plot_prefix``, the privacy–utility
+    figures of the updated tables go beside the page as ``<plot_prefix><data set>.png``.
     Returns what was replaced and what was skipped (a section without results). A heading the page
     lacks is an error: the page and the script disagree."""
     import re
@@ -561,14 +726,16 @@ def update_doc(doc: Path, summary: str) -> list[str]:
         if name not in sections:
             report.append(f"skipped {prefix!r}: no results for {name!r}")
             continue
-        j = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("|")), None)
-        nxt = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("## ")), len(lines))
-        if j is None or j > nxt:
+        span = _table_span(lines, i)
+        if span is None:
             raise SystemExit(f"{doc}:{i + 1}: no table under {lines[i]!r} to replace")
-        e = j
-        while e < len(lines) and lines[e].startswith("|"):
-            e += 1
-        lines[j:e] = [row for row in sections[name].strip().split("\n") if row.startswith("|")]
+        j, e = span
+        new_rows = [row for row in sections[name].strip().split("\n") if row.startswith("|")]
+        try:
+            lines[j:e] = merge_rows(name, lines[j:e], new_rows) if merge else new_rows
+        except (ValueError, IndexError) as exc:  # a page row that is not one of this table's
+            raise SystemExit(f"{doc}:{j + 1}: cannot merge the table under {lines[i]!r} ({exc}); "
+                             "fix its rows or replace it whole (merge=False)") from None
         report.append(f"table under {lines[i]!r}")
     if "missing units" in sections:
         i = heading("## What is missing")
@@ -579,6 +746,8 @@ def update_doc(doc: Path, summary: str) -> list[str]:
             raise SystemExit(f"{doc}:{i + 1}: no ``` block under {lines[i]!r} to replace")
         lines[j : e + 1] = sections["missing units"].strip().split("\n")
         report.append("missing units")
+    if plot_prefix is not None:
+        _plots(doc.parent, {name: lines[j:e] for name, (j, e) in _page_tables(lines).items() if name in DATASETS}, plot_prefix)
     import shutil
 
     tmp = doc.with_name(doc.name + ".tmp")
@@ -643,7 +812,10 @@ def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
     return [*lines, "```", ""]
 
 
-def _plots(out_dir: Path, groups: dict, prefix: str = "privacy_utility_") -> None:
+def _plots(out_dir: Path, tables: dict[str, list[str]], prefix: str = "privacy_utility_") -> None:
+    """One privacy–utility figure per data set from its privacy-ratio grid table (``tables``: data
+    set -> the table's rows, header first): clean-test accuracy against inversion top-1 and MIA
+    AUC, bars the table's 95 % intervals."""
     try:
         import matplotlib
 
@@ -651,29 +823,30 @@ def _plots(out_dir: Path, groups: dict, prefix: str = "privacy_utility_") -> Non
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    for d in {k[0] for k in groups if k[0] != "blogs"}:
+    for d, rows in tables.items():
+        if d == "blogs" or len(rows) < 3:
+            continue
+        col = {h: i for i, h in enumerate(_row_cells(rows[0]))}
+        cells = [_row_cells(r) for r in rows[2:]]
         fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-        base = groups.get((d, "none", 0.0))
-        for m in sorted({k[1] for k in groups if k[0] == d and k[1] != "none"}):
-            ks = sorted((k for k in groups if k[0] == d and k[1] == m), key=lambda k: k[2])
-            for j, (xname, title) in enumerate((("top1", "inversion top-1 (%)"), ("auc", "MIA AUC"))):
-                xs, ys, es = [], [], []
-                for k in ks:
-                    rs = groups[k]
-                    a = np.array([100 * r["acc_clean"] for r in rs])
-                    b = np.array([100 * r["inversion"]["top1"] if xname == "top1" else r["mia"]["auc"] for r in rs])
-                    xs.append(b.mean())
-                    ys.append(a.mean())
-                    es.append(1.96 * a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else 0)
-                ax[j].errorbar(xs, ys, yerr=es, marker="os^vD<>pPX*"[MECH_ORDER.index(m) % 11 if m in MECH_ORDER else 0], capsize=3, label=m)
-                for x, y, k in zip(xs, ys, ks):
-                    ax[j].annotate(f"{k[2]:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        base = next((c for c in cells if c[1] == "none"), None)
+        for m in [x for x in MECH_ORDER if x != "none"] + sorted({c[1] for c in cells} - set(MECH_ORDER)):
+            ks = sorted((c for c in cells if c[1] == m), key=lambda c: float(c[0]))
+            if not ks:
+                continue
+            for j, (xcol, title) in enumerate((("inversion top-1 %", "inversion top-1 (%)"), ("MIA AUC %", "MIA AUC (%)"))):
+                pts = [(_value(c[col[xcol]]), _value(c[col["acc. clean test %"]]), c[0]) for c in ks]
+                pts = [(x[0], y[0], y[1] or 0.0, lv) for x, y, lv in pts if x is not None and y is not None]
+                ax[j].errorbar([q[0] for q in pts], [q[1] for q in pts], yerr=[q[2] for q in pts],
+                               marker="os^vD<>pPX*"[MECH_ORDER.index(m) % 11 if m in MECH_ORDER else 0], capsize=3, label=m)
+                for x, y, _, lv in pts:
+                    ax[j].annotate(lv, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
                 ax[j].set_xlabel(title + " — privacy risk →")
                 ax[j].set_ylabel("accuracy on clean test text (%)")
         if base:
             for j in range(2):
-                ax[j].axhline(100 * base[0]["acc_clean"], color="grey", ls="--", lw=1, label="no privacy")
-            ax[1].axvline(base[0]["mia"]["auc"], color="grey", ls=":", lw=1, label="MIA AUC without privacy")
+                ax[j].axhline(_value(base[col["acc. clean test %"]])[0], color="grey", ls="--", lw=1, label="no privacy")
+            ax[1].axvline(_value(base[col["MIA AUC %"]])[0], color="grey", ls=":", lw=1, label="MIA AUC without privacy")
         ax[0].legend(fontsize=7)
         fig.suptitle(f"{d}: utility vs attack success (labels: privacy level = Madlib ε; bars: 95% CI over seeds)")
         fig.tight_layout()
@@ -688,7 +861,10 @@ def main(argv=None) -> None:
     p.add_argument("--datasets", default="sms", help="comma list of sms, imdb, movies, blogs")
     p.add_argument("--mechanisms", default="", help="comma list (default: every registered mechanism)")
     p.add_argument("--levels", default=",".join(f"{x:g}" for x in LEVELS), help="privacy levels as Madlib epsilons")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. SEEDS-1")
+    p.add_argument("--seed-list", default="", metavar="S[,S...]",
+                   help="run exactly these seeds instead (e.g. 1,2 to add seeds to a grid whose seed 0 ran elsewhere; "
+                        "the non-private baseline runs only when 0 is in the list)")
     p.add_argument("--max-nw", default="", metavar="TAUS",
                    help="match by N_w instead: comma list of worst-case N_w targets; every mechanism runs at the largest ε "
                         "at which no word comes back unchanged with probability above the target (replaces --levels/--ratios)")
@@ -724,7 +900,7 @@ def main(argv=None) -> None:
             if not doc.is_file():
                 p.error(f"--update-doc {doc}: no such file")
             check_doc(doc)  # before the plots are written beside it
-            print("\n".join(update_doc(doc, summarize(dirs, plot_dir=doc.parent, plot_prefix="evaluation_"))))
+            print("\n".join(update_doc(doc, summarize(dirs, plots=False, page=doc), plot_prefix="evaluation_")))
         else:
             print(summarize(dirs))
     elif args.update_doc:

@@ -160,7 +160,9 @@ def test_update_doc_rewrites_only_the_tables_and_the_missing_list(ee, tmp_path):
     parts += ["## What is missing", "", "```", "stale list", "```", "", "## Reproduce", "", "| keep | this |"]
     doc = tmp_path / "evaluation.md"
     doc.write_text("\n".join(parts))
-    report = ee.update_doc(doc, ee.summarize(tmp_path, plots=False))
+    with pytest.raises(SystemExit, match="cannot merge the table under '## SMS Spam Collection"):
+        ee.update_doc(doc, ee.summarize(tmp_path, plots=False))  # "| stale | row |" is no grid row
+    report = ee.update_doc(doc, ee.summarize(tmp_path, plots=False), merge=False)
     text = doc.read_text()
     sms = text.split("## SMS Spam Collection (details)")[1].split("\n## ")[0]
     assert "| 2 | madlib | 2 | 2 |" in sms and "stale" not in sms and prose in sms and "After the table." in sms
@@ -205,3 +207,100 @@ def test_update_doc_never_takes_a_code_block_of_a_later_section(ee, tmp_path):
     with pytest.raises(SystemExit, match="no ``` block under '## What is missing'"):
         ee.update_doc(doc, ee.summarize(tmp_path, plots=False))
     assert doc.read_text() == before and not (tmp_path / "evaluation.md.tmp").exists()
+
+
+def _page(ee, tmp_path, recs, name="page.md"):
+    """A results page with every heading update_doc owns, its tables made from ``recs``."""
+    folder = tmp_path / (name + ".units")
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    parts = []
+    for head in ee.DOC_SECTIONS:
+        parts += [head, "", "Prose.", "", "| a |", "|---|", ""]
+    parts += ["## What is missing", "", "```", "old", "```", ""]
+    doc = tmp_path / name
+    doc.write_text("\n".join(parts))
+    ee.update_doc(doc, ee.summarize(folder, plots=False), merge=False)
+    return doc
+
+
+def test_page_records_read_one_seed_rows_back(ee, tmp_path):
+    """The page's one-seed rows come back as seed-0 records (to its 0.1-point rounding); rows with
+    several seeds only as seed counts."""
+    one = _record("madlib", 2.0)
+    one.update(acc_clean=0.8123, mia={"auc": 0.5049})
+    nw = _record("tem", 0.5, nw=True)
+    doc = _page(ee, tmp_path, [_record("none", 0.0), one, _record("tem", 2.0), _record("tem", 2.0, seed=1), nw])
+    recs, cells = ee.page_records(doc.read_text().split("\n"))
+    got = {(r["mechanism"], r["level"], "max_n_w" in r): r for r in recs}
+    r = got["madlib", 2.0, False]
+    assert r["seed"] == 0 and r["from_page"] and r["epsilon"] == 2.0
+    assert r["acc_clean"] == pytest.approx(0.812) and r["mia"]["auc"] == pytest.approx(0.505) and r["acc_priv"] == pytest.approx(0.8)
+    assert r["inversion"] == pytest.approx({"unchanged": 0.1, "top1": 0.2, "topk": 0.3, "rare_top1": 0.0})
+    assert got["tem", 0.5, True]["max_n_w"] == 0.5 and got["none", 0.0, False]["inversion"] is None
+    assert ("tem", 2.0, False) not in got  # two seeds: not splittable
+    assert cells["sms", "tem", 2.0, False] == 2 and cells["sms", "madlib", 2.0, False] == 1 and cells["sms", "tem", 0.5, True] == 1
+
+
+def test_update_doc_combines_new_seeds_with_the_page_and_keeps_its_other_rows(ee, tmp_path):
+    """The build folder of earlier runs is gone; the page holds their rows. New seeds of a one-seed
+    cell combine with the page's seed 0; rows the new units do not touch stay as they were."""
+    old = _record("madlib", 2.0)
+    old["acc_clean"] = 0.5
+    doc = _page(ee, tmp_path, [_record("none", 0.0), old, _record("tem", 2.0), _record("tem", 2.0, seed=1), _record("tem", 2.0, seed=2)])
+    before = doc.read_text()
+    tem_row = next(line for line in before.split("\n") if line.startswith("| 2 | tem |"))
+    new = tmp_path / "new"
+    new.mkdir()
+    recs = [_record("madlib", 2.0, seed=1), _record("madlib", 2.0, seed=2), _record("vickrey", 10.0)]
+    for r, acc in zip(recs, (0.6, 0.7, 0.9)):
+        r["acc_clean"] = acc
+    (new / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ee.update_doc(doc, ee.summarize(new, plots=False, page=doc))
+    rows = [line for line in doc.read_text().split("## IMDb")[0].split("\n") if line.startswith("| ") and "---" not in line]
+    assert [r.split("|")[1:3] for r in rows[1:]] == [[" 0 ", " none "], [" 2 ", " madlib "], [" 2 ", " tem "], [" 10 ", " vickrey "]]
+    madlib = rows[2]
+    assert "| 2 | madlib | 2 | 3 | 50.0 ± 0.0 | 60.0 ± 24.8 |" in madlib  # mean of 50, 60, 70; t(2) half-width 24.8
+    assert tem_row in rows  # three seeds on the page, none new: kept verbatim
+    missing = doc.read_text().split("## What is missing")[1]
+    n = len(deniable.available_mechanisms())
+    assert f"sms: {9 * n - 7} of {9 * n} units missing" in missing  # madlib L2 ×3, tem L2 ×3, vickrey L10 ×1
+    assert "  vickrey: L2: all; L10: seed 1,2; L20: all" in missing
+
+
+def test_merge_rows_keeps_the_page_time_row_and_orders_like_the_summary(ee):
+    head = ["| data set | mechanism | units |", "|---|---|---:|"]
+    page = [*head, "| sms | tem | 9 |", "| imdb | madlib | 1 |"]
+    new = [*head, "| sms | madlib | 2 |", "| imdb | madlib | 2 |"]
+    assert ee.merge_rows("time per unit (median over units; seconds)", page, new) == [
+        *head, "| sms | madlib | 2 |", "| sms | tem | 9 |", "| imdb | madlib | 1 |"]
+    grid = ["| level | mechanism | seeds |", "|---|---|---:|"]
+    assert ee.merge_rows("imdb", [*grid, "| 10 | tem | 3 |", "| 2 | tem | 3 |"], [*grid, "| 2 | madlib | 1 |", "| 2 | tem | 1 |"]) == [
+        *grid, "| 2 | madlib | 1 |", "| 2 | tem | 1 |", "| 10 | tem | 3 |"]
+
+
+def test_update_doc_plots_the_merged_tables(ee, tmp_path):
+    pytest.importorskip("matplotlib")
+    doc = _page(ee, tmp_path, [_record("none", 0.0), _record("madlib", 2.0), _record("madlib", 2.0, seed=1)])
+    ee.update_doc(doc, ee.summarize(tmp_path / "page.md.units", plots=False, page=doc), plot_prefix="evaluation_")
+    assert (tmp_path / "evaluation_sms.png").stat().st_size > 10_000 and not (tmp_path / "evaluation_blogs.png").exists()
+
+
+def test_update_doc_never_shrinks_a_several_seed_row(ee, tmp_path, capsys):
+    """A page row over 3 seeds whose per-seed values are gone is not replaced by one new seed
+    (that would drop two); a full rerun of its seeds does replace it."""
+    doc = _page(ee, tmp_path, [_record("none", 0.0)] + [_record("tem", 2.0, seed=s) for s in range(3)])
+    row = next(line for line in doc.read_text().split("\n") if line.startswith("| 2 | tem |"))
+    new = tmp_path / "new"
+    new.mkdir()
+    one = _record("tem", 2.0, seed=1)
+    one["acc_clean"] = 0.1
+    (new / "results.jsonl").write_text(json.dumps(one) + "\n")
+    ee.update_doc(doc, ee.summarize(new, plots=False, page=doc))
+    assert row in doc.read_text() and "kept the page's 3-seed row of sms tem 2" in capsys.readouterr().err
+    full = [_record("tem", 2.0, seed=s) for s in range(3)]
+    for r in full:
+        r["acc_clean"] = 0.1
+    (new / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in full))
+    ee.update_doc(doc, ee.summarize(new, plots=False, page=doc))
+    assert row not in doc.read_text() and "| 2 | tem | 2 | 3 | 50.0 ± 0.0 | 10.0 ± 0.0 |" in doc.read_text()

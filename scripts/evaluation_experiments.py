@@ -479,9 +479,9 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
         one_seed, page_cells = page_records(page.read_text(encoding="utf-8").split("\n"))
         new_seeds: dict = defaultdict(set)
         for r in recs:
-            new_seeds[_key(r)[:3], "max_n_w" in r].add(int(r["seed"]))
+            new_seeds[(*_key(r)[:3], "max_n_w" in r)].add(int(r["seed"]))
         for (d, m, lv, nw), n in page_cells.items():  # a several-seed row: its seeds are not on the page
-            got = new_seeds.get(((d, m, lv), nw), set())
+            got = new_seeds.get((d, m, lv, nw), set())
             if n > 1 and got and not set(range(n)) <= got:
                 print(f"kept the page's {n}-seed row of {d} {m} {lv:g}{' (N_w)' if nw else ''}: new seeds {sorted(got)} "
                       "cannot be combined with it (its per-seed values are not on the page)", file=sys.stderr)
@@ -632,7 +632,10 @@ def page_records(lines: list[str]) -> tuple[list[dict], dict]:
             cells[d, mech, level, nw] = n
             if n != 1:
                 continue
-            v = lambda h: None if h not in col or _value(c[col[h]]) is None else _value(c[col[h]])[0] / 100
+            def v(h: str, c: list[str] = c) -> float | None:  # a percentage cell as a fraction
+                x = _value(c[col[h]]) if h in col else None
+                return None if x is None else x[0] / 100
+
             eps = float(c[col["ε"]])
             r: dict[str, Any] = {"dataset": d, "mechanism": mech, "level": level, "epsilon": eps if mech != "none" else None, "seed": 0, "from_page": True}
             if nw and mech != "none":
@@ -675,15 +678,31 @@ def _row_order(name: str, key: tuple) -> tuple:
 
 def merge_rows(name: str, page_rows: list[str], new_rows: list[str]) -> list[str]:
     """Table ``name``: the page's rows with those of ``new_rows`` (header and separator first)
-    replacing the rows they share a key with (:func:`_row_key`), in the summary's order. The time
-    table keeps the page's row where both have one: its medians cover units whose raw records are
-    gone."""
+    replacing the rows they share a key with (:func:`_row_key`), in the summary's order.
+
+    Kept page rows are re-laid to the new header by column name ("—" in a column they lack), so
+    an added column (e.g. the audit model's) cannot shift their cells. A grid row is never
+    replaced by one over fewer seeds (the page row is kept, with a warning): the page may be the
+    only record of its seeds. The time table keeps the page's row where both have one: its
+    medians cover units whose raw records are gone."""
     head = (new_rows or page_rows)[:2]
+    if page_rows and head[0] != page_rows[0]:
+        old_col = {h: i for i, h in enumerate(_row_cells(page_rows[0]))}
+        relaid = []
+        for r in page_rows[2:]:
+            c = _row_cells(r)
+            relaid.append("| " + " | ".join(c[old_col[h]] if h in old_col else "—" for h in _row_cells(head[0])) + " |")
+        page_rows = page_rows[:2] + relaid
+    seeds = _row_cells(head[0]).index("seeds") if "seeds" in _row_cells(head[0]) else None
     rows = {_row_key(name, r): r for r in page_rows[2:]}
     for r in new_rows[2:]:
         k = _row_key(name, r)
-        if not (name.startswith("time per unit") and k in rows):
-            rows[k] = r
+        if k in rows and name.startswith("time per unit"):
+            continue
+        if k in rows and seeds is not None and int(_row_cells(r)[seeds]) < int(_row_cells(rows[k])[seeds]):
+            print(f"kept the page's row {rows[k]!r}: the new one is over fewer seeds", file=sys.stderr)
+            continue
+        rows[k] = r
     return head + [rows[k] for k in sorted(rows, key=lambda k: _row_order(name, k))]
 
 

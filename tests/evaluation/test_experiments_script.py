@@ -275,15 +275,38 @@ def test_merge_rows_keeps_the_page_time_row_and_orders_like_the_summary(ee):
     assert ee.merge_rows("time per unit (median over units; seconds)", page, new) == [
         *head, "| sms | madlib | 2 |", "| sms | tem | 9 |", "| imdb | madlib | 1 |"]
     grid = ["| level | mechanism | seeds |", "|---|---|---:|"]
-    assert ee.merge_rows("imdb", [*grid, "| 10 | tem | 3 |", "| 2 | tem | 3 |"], [*grid, "| 2 | madlib | 1 |", "| 2 | tem | 1 |"]) == [
-        *grid, "| 2 | madlib | 1 |", "| 2 | tem | 1 |", "| 10 | tem | 3 |"]
+    page = [*grid, "| 10 | tem | 3 |", "| 2 | tem | 3 |", "| 2 | vickrey | 2 |"]
+    new = [*grid, "| 2 | madlib | 1 |", "| 2 | tem | 1 |", "| 2 | vickrey | 3 |"]
+    assert ee.merge_rows("imdb", page, new) == [  # never fewer seeds than the page row had
+        *grid, "| 2 | madlib | 1 |", "| 2 | vickrey | 3 |", "| 2 | tem | 3 |", "| 10 | tem | 3 |"]
 
 
-def test_update_doc_plots_the_merged_tables(ee, tmp_path):
+def test_merge_rows_relays_kept_rows_to_a_new_header(ee):
+    """A column the new summary adds (the audit model's) must not shift the kept rows' cells."""
+    page = ["| level | mechanism | seeds | MIA AUC % | similarity % |", "|---:|---|---:|---:|---:|", "| 2 | tem | 3 | 51.2 | 22.3 |"]
+    new = ["| level | mechanism | seeds | MIA AUC % | MIA AUC audit model % | similarity % |", "|---:|---|---:|---:|---:|---:|",
+           "| 2 | madlib | 1 | 50.0 | 60.0 | 5.0 |"]
+    assert ee.merge_rows("sms", page, new)[2:] == ["| 2 | madlib | 1 | 50.0 | 60.0 | 5.0 |", "| 2 | tem | 3 | 51.2 | — | 22.3 |"]
+
+
+def test_update_doc_plots_the_merged_tables(ee, tmp_path, monkeypatch):
+    """The figures show the page's kept rows too, not only the new units."""
+    doc = _page(ee, tmp_path, [_record("none", 0.0), _record("tem", 2.0)])
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "results.jsonl").write_text(json.dumps(_record("madlib", 2.0)) + "\n")
+    drawn = {}
+    monkeypatch.setattr(ee, "_plots", lambda out, tables, prefix: drawn.update(out=out, tables=tables, prefix=prefix))
+    ee.update_doc(doc, ee.summarize(new, plots=False, page=doc), plot_prefix="evaluation_")
+    assert drawn["out"] == tmp_path and drawn["prefix"] == "evaluation_" and "sms — matched by a worst-case N_w target" not in drawn["tables"]
+    assert [ee._row_cells(r)[1] for r in drawn["tables"]["sms"][2:]] == ["none", "madlib", "tem"]
+
+
+def test_plots_draw_a_figure_per_grid_table(ee, tmp_path):
     pytest.importorskip("matplotlib")
     doc = _page(ee, tmp_path, [_record("none", 0.0), _record("madlib", 2.0), _record("madlib", 2.0, seed=1)])
     ee.update_doc(doc, ee.summarize(tmp_path / "page.md.units", plots=False, page=doc), plot_prefix="evaluation_")
-    assert (tmp_path / "evaluation_sms.png").stat().st_size > 10_000 and not (tmp_path / "evaluation_blogs.png").exists()
+    assert (tmp_path / "evaluation_sms.png").stat().st_size > 10_000 and not (tmp_path / "evaluation_imdb.png").exists()
 
 
 def test_update_doc_never_shrinks_a_several_seed_row(ee, tmp_path, capsys):
@@ -304,3 +327,17 @@ def test_update_doc_never_shrinks_a_several_seed_row(ee, tmp_path, capsys):
     (new / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in full))
     ee.update_doc(doc, ee.summarize(new, plots=False, page=doc))
     assert row not in doc.read_text() and "| 2 | tem | 2 | 3 | 50.0 ± 0.0 | 10.0 ± 0.0 |" in doc.read_text()
+
+
+def test_the_real_results_page_round_trips(ee, tmp_path):
+    """docs/results/evaluation.md is the only record of the units whose raw records are gone: an
+    update with no new units must leave it byte for byte, and every grid row must read back."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "results" / "evaluation.md"
+    doc = tmp_path / "evaluation.md"
+    doc.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    ee.update_doc(doc, ee.summarize(tmp_path / "empty", plots=False, page=doc))
+    assert doc.read_text(encoding="utf-8") == page.read_text(encoding="utf-8")
+    recs, cells = ee.page_records(doc.read_text(encoding="utf-8").split("\n"))
+    assert len(cells) > 150 and all(r["seed"] == 0 and cells[r["dataset"], r["mechanism"], r["level"], "max_n_w" in r] == 1 for r in recs)
+    assert {d for d, *_ in cells} == {"sms", "imdb", "movies", "blogs"}

@@ -341,3 +341,10 @@ def test_the_real_results_page_round_trips(ee, tmp_path):
     recs, cells = ee.page_records(doc.read_text(encoding="utf-8").split("\n"))
     assert len(cells) > 150 and all(r["seed"] == 0 and cells[r["dataset"], r["mechanism"], r["level"], "max_n_w" in r] == 1 for r in recs)
     assert {d for d, *_ in cells} == {"sms", "imdb", "movies", "blogs"}
+
+
+def test_seed_list_runs_only_those_seeds_and_the_baseline_only_with_seed_0(ee):
+    got = ee.units(_args(mechanisms="madlib", levels="2", seed_list="1,2"), {"madlib": 1.0})
+    assert [(u[1], u[4]) for u in got] == [("madlib", 1), ("madlib", 2)]
+    got = ee.units(_args(mechanisms="madlib", levels="2", seed_list="0,2"), {"madlib": 1.0})
+    assert [(u[1], u[4]) for u in got] == [("none", 0), ("madlib", 0), ("madlib", 2)]

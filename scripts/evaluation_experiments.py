@@ -271,6 +271,14 @@ def nw_epsilon(name: str, max_n_w: float) -> float:
     return float(mechanism_for_target(name, max_n_w=max_n_w, progress=True).epsilon)
 
 
+def _mech_rank(m: str) -> int:
+    return MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)
+
+
+def _dataset_rank(d: str) -> int:
+    return DATASETS.index(d) if d in DATASETS else len(DATASETS)
+
+
 def _key(r: dict) -> tuple:
     return (r["dataset"], r["mechanism"], float(r["level"]), int(r["seed"]))
 
@@ -497,7 +505,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
     groups: dict = defaultdict(list)
     for r in recs:
         groups[(r["dataset"], r["mechanism"], float(r["level"]))].append(r)
-    order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)
+    order = _mech_rank
     lines = []
     is_nw = lambda k: any("max_n_w" in r for r in groups[k])  # matched by an N_w target (--max-nw)
     tables = [(d, nw) for d in DATASETS for nw in (False, True)
@@ -548,7 +556,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
     by_dm: dict = defaultdict(list)
     for r in recs:
         by_dm[(r["dataset"], r["mechanism"])].append(r)
-    for (d, m) in sorted(by_dm, key=lambda k: (DATASETS.index(k[0]) if k[0] in DATASETS else 9, order(k[1]))):
+    for (d, m) in sorted(by_dm, key=lambda k: (_dataset_rank(k[0]), order(k[1]))):
         rs = by_dm[(d, m)]
         load = f"{np.median([r['load_before'] for r in rs]):.1f}" if all("load_before" in r for r in rs) else "—"
         lines.append(f"| {d} | {m} | {len(rs)} | {med(rs, 'seconds')} | {med(rs, 'cpu_s')} | {med(rs, 'privatize_s')} | {med(rs, 'fit_s')} | "
@@ -560,12 +568,16 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
     return text
 
 
-def _summary_tables(summary: str) -> dict[str, list[str]]:
-    """``summarize``'s output as section name -> its table rows."""
+def _summary_sections(summary: str) -> dict[str, str]:
+    """``summarize``'s output as section name -> its body."""
     import re
 
-    return {name: [r for r in body.strip().split("\n") if r.startswith("|")]
-            for name, body in re.findall(r"### ([^\n]+)\n\n(.*?)(?=\n### |\Z)", summary, re.S)}
+    return dict(re.findall(r"### ([^\n]+)\n\n(.*?)(?=\n### |\Z)", summary, re.S))
+
+
+def _summary_tables(summary: str) -> dict[str, list[str]]:
+    """``summarize``'s output as section name -> its table rows."""
+    return {name: [r for r in body.strip().split("\n") if r.startswith("|")] for name, body in _summary_sections(summary).items()}
 
 
 # -- the results page as a record -------------------------------------------------------------
@@ -667,13 +679,12 @@ def _row_key(name: str, row: str) -> tuple:
 
 
 def _row_order(name: str, key: tuple) -> tuple:
-    order = lambda m: MECH_ORDER.index(m) if m in MECH_ORDER else len(MECH_ORDER)
-    dset = lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS)
+    """The order ``summarize`` writes a table's rows in, for a :func:`_row_key`."""
     if _section_dataset(name) is not None:
-        return (key[0], order(key[1]))
+        return (key[0], _mech_rank(key[1]))
     if name.startswith("Bayes-optimal"):
-        return (dset(key[0]), key[1] < 1, key[1], order(key[2]))
-    return (dset(key[0]), order(key[1]))
+        return (_dataset_rank(key[0]), key[1] < 1, key[1], _mech_rank(key[2]))
+    return (_dataset_rank(key[0]), _mech_rank(key[1]))
 
 
 def merge_rows(name: str, page_rows: list[str], new_rows: list[str]) -> list[str]:
@@ -730,9 +741,7 @@ def update_doc(doc: Path, summary: str, merge: bool = True, plot_prefix: str | N
     figures of the updated tables go beside the page as ``<plot_prefix><data set>.png``.
     Returns what was replaced and what was skipped (a section without results). A heading the page
     lacks is an error: the page and the script disagree."""
-    import re
-
-    sections = dict(re.findall(r"### ([^\n]+)\n\n(.*?)(?=\n### |\Z)", summary, re.S))
+    sections = _summary_sections(summary)
     lines = doc.read_text(encoding="utf-8").split("\n")
     check_doc(doc, lines)
     report = []
@@ -794,7 +803,7 @@ def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
     lines = ["### Bayes-optimal inversion (mechanisms with closed-form probabilities)", "",
              "| data set | level | mechanism | ε | expected top-1 % | measured top-1 % (95 % Wilson) | top-5 % | rare top-1 % | "
              "sampled adversary top-1 % | read as is % | prior only % |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for k in sorted(exact, key=lambda k: (DATASETS.index(k[0]) if k[0] in DATASETS else 9, k[2] < 1, k[2], order(k[1]))):
+    for k in sorted(exact, key=lambda k: _row_order("Bayes-optimal", (k[0], k[2], k[1]))):
         x = exact[k]
         inv = [r["inversion"] for r in groups.get(k, []) if r.get("inversion")]
         lo, hi = x["top1_ci"]

@@ -46,8 +46,10 @@ class Madlib(EmbeddingMechanism):
     epsilon
         Privacy parameter ε > 0 (per unit of Euclidean distance).
     index
-        ``"exact"`` (default; blocked exact search), ``"faiss-flat"`` (exact),
-        ``"faiss-hnsw"`` / ``"faiss-ivf"`` (approximate), or an object with ``search``.
+        ``"exact"`` (default; blocked exact search), ``"exact-bf16"`` (the same nearest
+        neighbour through a certified bfloat16 product, float64-exact; needs torch, ~3× faster on
+        CPUs with AMX/AVX512-BF16, see :mod:`deniable.neighbors.bf16`), ``"faiss-flat"``
+        (exact), ``"faiss-hnsw"`` / ``"faiss-ivf"`` (approximate), or an object with ``search``.
     batch_size
         Tokens per noise/search batch (bounds memory).
     """

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int, check_unit_interval
+from ..neighbors import ExactEuclideanIndex
 from .base import Guarantee
 from .mahalanobis import Mahalanobis
 
@@ -74,6 +75,10 @@ class Vickrey(Mahalanobis):
     lam
         λ ∈ [0, 1] for ``metric="mahalanobis"`` (default 0.75); must be left unset (or 0) for
         ``"euclidean"``.
+    index
+        ``"exact"`` (default: float32 scores, the two winners re-measured in float64) or
+        ``"exact-bf16"`` (the float64-exact two nearest through a certified bfloat16 product;
+        needs torch, faster on CPUs with AMX/AVX512-BF16, see :mod:`deniable.neighbors.bf16`).
     batch_size
         Tokens per noise/search batch.
 
@@ -94,8 +99,11 @@ class Vickrey(Mahalanobis):
         t: float = 0.75,
         metric: str = "euclidean",
         lam: float | None = None,
+        index: str = "exact",
         batch_size: int = 8192,
     ) -> None:
+        if index not in ("exact", "exact-bf16"):
+            raise ValueError(f"index must be 'exact' or 'exact-bf16' (Vickrey needs the two nearest words), got {index!r}")
         if metric not in VICKREY_METRICS:
             raise ValueError(f"metric must be one of {', '.join(VICKREY_METRICS)}, got {metric!r}")
         if metric == "euclidean":
@@ -106,7 +114,7 @@ class Vickrey(Mahalanobis):
             lam = 0.75
         self.t = check_unit_interval("t", t)
         self.vickrey_metric = metric
-        super().__init__(embedding, epsilon=epsilon, lam=lam, index="exact", batch_size=check_int("batch_size", batch_size, minimum=1))
+        super().__init__(embedding, epsilon=epsilon, lam=lam, index=index, batch_size=check_int("batch_size", batch_size, minimum=1))
 
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         out = np.empty(ids.shape[0], dtype=np.int64)
@@ -123,10 +131,12 @@ class Vickrey(Mahalanobis):
 
     def _two_nearest(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ids and exact float64 Euclidean distances of the two nearest words of each row of ``q``
-        (nearest first): per block one float32 GEMM
-        (the index's ``scores``, as Madlib's search), two argmin passes, then the two candidates re-measured
-        exactly and ordered by (distance, id)."""
-        index: Any = self.index  # an ExactEuclideanIndex (index="exact", see __init__)
+        (nearest first). ``index="exact"``: per block one float32 GEMM (the index's ``scores``, as
+        Madlib's search), two argmin passes, then the two candidates re-measured exactly and
+        ordered by (distance, id). ``index="exact-bf16"``: the index's float64-exact ``knn(q, 2)``."""
+        index: Any = self.index  # an ExactEuclideanIndex or a Bf16EuclideanIndex (see __init__)
+        if not isinstance(index, ExactEuclideanIndex):
+            return index.knn(q, 2)  # float64-exact, nearest first, ties to the lowest id
         X = index._vectors
         n, V = q.shape[0], index.size
         ids = np.empty((n, 2), dtype=np.int64)
@@ -156,4 +166,6 @@ class Vickrey(Mahalanobis):
         p: dict[str, Any] = {"t": self.t, "metric": self.vickrey_metric}
         if self.vickrey_metric == "mahalanobis":
             p["lam"] = self.lam
+        if self._index_spec != "exact":
+            p["index"] = self._index_spec
         return p

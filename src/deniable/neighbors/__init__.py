@@ -1,4 +1,5 @@
-"""Nearest-neighbour search: exact blocked Euclidean search and an optional FAISS backend."""
+"""Nearest-neighbour search: exact blocked Euclidean search, an exact certified-bfloat16 search
+(optional torch), and an optional FAISS backend."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from .exact import ExactEuclideanIndex, SearchIndex
 
 __all__ = ["ExactEuclideanIndex", "SearchIndex", "make_index", "INDEX_NAMES"]
 
-INDEX_NAMES = ("exact", "faiss-flat", "faiss-hnsw", "faiss-ivf")
+INDEX_NAMES = ("exact", "exact-bf16", "faiss-flat", "faiss-hnsw", "faiss-ivf")
 
 
 def make_index(index: str | SearchIndex, vectors: np.ndarray) -> SearchIndex:
@@ -17,6 +18,10 @@ def make_index(index: str | SearchIndex, vectors: np.ndarray) -> SearchIndex:
     if isinstance(index, str):
         if index == "exact":
             return ExactEuclideanIndex(vectors)
+        if index == "exact-bf16":
+            from .bf16 import Bf16EuclideanIndex
+
+            return Bf16EuclideanIndex(vectors)
         if index.startswith("faiss-") and index in INDEX_NAMES:
             from .faiss_index import FaissIndex
 

@@ -139,10 +139,17 @@ def compute_ratios(path: Path) -> None:
     path.write_text(json.dumps(out, indent=1) + "\n")
 
 
-def build_mechanism(name: str, epsilon: float, device: str | None = None) -> Any:
+#: Mechanisms whose numpy sampler takes ``index=`` ("exact" or "exact-bf16": the same nearest
+#: neighbour, so the same outputs for a seed; see deniable.neighbors.bf16).
+INDEXED = ("madlib", "mahalanobis", "vickrey")
+
+
+def build_mechanism(name: str, epsilon: float, device: str | None = None, index: str = "exact") -> Any:
     """Mechanism ``name`` at ``epsilon``; with a ``device`` ("cuda", or "cpu" in tests) the
     library's torch backend where the mechanism has one (Madlib, Mahalanobis, Vickrey, BRR, TEM:
-    same distributions, exact search, see docs/gpu.md), the numpy one otherwise."""
+    same distributions, exact search, see docs/gpu.md), the numpy one otherwise; ``index`` is
+    the numpy Madlib / Mahalanobis / Vickrey search (``"exact-bf16"``: same outputs, faster on
+    CPUs with bfloat16 matrix units)."""
     import deniable
 
     if device is not None:
@@ -150,11 +157,17 @@ def build_mechanism(name: str, epsilon: float, device: str | None = None) -> Any
 
         if name in torch_mechanisms():
             return deniable.get_mechanism(name, epsilon=epsilon, backend="torch", device=device)
+    if index != "exact" and name in INDEXED:
+        return deniable.get_mechanism(name, epsilon=epsilon, index=index)
     return deniable.get_mechanism(name, epsilon=epsilon)
 
 
 def _device(args: argparse.Namespace) -> str | None:
     return "cuda" if getattr(args, "gpu", False) else None
+
+
+def _index(args: argparse.Namespace) -> str:
+    return getattr(args, "index", None) or "exact"
 
 
 # -- units --------------------------------------------------------------------------------------
@@ -172,7 +185,7 @@ def run_classification_unit(args, dname, mname, level, eps, seed) -> dict:
     from deniable.evaluation.experiment import evaluate_mechanism
 
     xtr, ytr, xte, yte = _data(args, dname)
-    mech = None if mname == "none" else build_mechanism(mname, eps, _device(args))
+    mech = None if mname == "none" else build_mechanism(mname, eps, _device(args), _index(args))
     rec = {"dataset": dname, "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech),
            "load_before": os.getloadavg()[0]}
     if args.max_nw and mech is not None:
@@ -199,7 +212,7 @@ def run_authorship_unit(args, mname, level, eps, seed) -> dict:
         _CACHE["profiles"] = AuthorProfiles().fit(xtr, atr)
         _CACHE["profiles_s"] = time.time() - t
     t0 = time.time()
-    mech = None if mname == "none" else build_mechanism(mname, eps, _device(args))
+    mech = None if mname == "none" else build_mechanism(mname, eps, _device(args), _index(args))
     res = authorship_attack(mech, xtr, atr, xte, ate, model=_CACHE["profiles"], rng=np.random.default_rng([seed, 34, int(round(level * 1000))]), ks=(1, 10))
     rec = {"dataset": "blogs", "mechanism": mname, "level": level, "epsilon": eps, "seed": seed, "repr": "none" if mech is None else repr(mech)}
     rec["authorship"] = {"top1": res.topk[1], "top1_ci": res.topk_ci[1], "top10": res.topk[10], "top10_ci": res.topk_ci[10],
@@ -294,6 +307,8 @@ def run(args) -> None:
                 r = json.loads(line)
                 if "error" not in r:
                     done.add(_key(r))
+    if args.gpu and _index(args) != "exact":
+        raise SystemExit("--index applies to the numpy samplers; --gpu uses the torch backend's own exact search: pass one of them")
     if args.gpu:  # fail here, not once per unit
         from deniable.backends.torch_backend import resolve_device
 
@@ -450,7 +465,7 @@ def _ci95(values) -> str:
 
 
 def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | None = None, plot_prefix: str = "privacy_utility_",
-              page: Path | None = None) -> str:
+              page: Path | None = None, keep_page: Path | None = None) -> str:
     """Markdown tables (mean ± 95 % t-half-width over seeds) of one or more result folders;
     a unit present in several folders counts once. Plots go to ``plot_dir`` (default: the first
     folder) as ``<plot_prefix><data set>.png``.
@@ -458,7 +473,10 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
     With ``page`` (a results page, e.g. docs/results/evaluation.md), the one-seed rows of its
     tables count as seed-0 units (:func:`page_records`) where no folder has that unit, so new
     seeds of a cell whose first seed's raw record is gone combine with it; the page's other rows
-    count as present in the missing-units list (:func:`update_doc` keeps them)."""
+    count as present in the missing-units list (:func:`update_doc` keeps them). With ``keep_page``
+    (a folder) the read-back records that were combined are also appended to its
+    ``results.jsonl`` / ``similarity.jsonl`` (:func:`save_page_records`): once the page shows the
+    combined row, its seed-0 values can no longer be read back, and that folder keeps them."""
     dirs = [Path(d) for d in (out_dirs if isinstance(out_dirs, list) else [out_dirs])]
     recs, seen = [], set()
     sims: dict = defaultdict(list)
@@ -495,12 +513,16 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
                       "cannot be combined with it (its per-seed values are not on the page)", file=sys.stderr)
                 recs = [r for r in recs if not (_key(r)[:3] == (d, m, lv) and ("max_n_w" in r) == nw)]
         new_cells = {_key(r)[:3] for r in recs}
+        combined = []
         for r in one_seed:
             if _key(r) not in seen and _key(r)[:3] in new_cells:  # only where it combines with new seeds
                 seen.add(_key(r))
+                combined.append(dict(r))
                 recs.append(r)
                 if "similarity" in r:
                     sims[_key(r)[:3]].append(r.pop("similarity"))
+        if keep_page is not None and combined:
+            save_page_records(Path(keep_page), combined)
     out_dir = dirs[0]
     groups: dict = defaultdict(list)
     for r in recs:
@@ -665,6 +687,24 @@ def page_records(lines: list[str]) -> tuple[list[dict], dict]:
                     r["similarity"] = v("similarity %")
             recs.append(r)
     return recs, cells
+
+
+def save_page_records(folder: Path, records: list[dict]) -> None:
+    """Append read-back page records (:func:`page_records`) to ``folder/results.jsonl`` and their
+    similarity to ``folder/similarity.jsonl``, skipping units already there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    res, sim = folder / "results.jsonl", folder / "similarity.jsonl"
+    have = {_key(json.loads(x)) for x in (res.read_text().splitlines() if res.exists() else []) if x.strip()}
+    new = [r for r in records if _key(r) not in have]
+    with res.open("a") as f:
+        for r in new:
+            f.write(json.dumps({k: v for k, v in r.items() if k != "similarity"}) + "\n")
+    with sim.open("a") as f:
+        for r in new:
+            if r.get("similarity") is not None:
+                f.write(json.dumps({k: r[k] for k in ("dataset", "mechanism", "level", "epsilon", "seed")} | {"similarity": r["similarity"]}) + "\n")
+    if new:
+        print(f"saved {len(new)} seed-0 record(s) read back from the page to {res} (keep that folder in --summarize)", file=sys.stderr)
 
 
 def _row_key(name: str, row: str) -> tuple:
@@ -902,6 +942,9 @@ def main(argv=None) -> None:
     p.add_argument("--gpu", action="store_true",
                    help="sample on CUDA with the library's torch backend where a mechanism has one "
                         "(Madlib, Mahalanobis, Vickrey, BRR, TEM; pip install 'deniable[torch]' with a CUDA build)")
+    p.add_argument("--index", choices=("exact", "exact-bf16"), default="exact",
+                   help="nearest-neighbour search of the numpy Madlib / Mahalanobis / Vickrey: exact-bf16 gives the same "
+                        "outputs for a seed through a certified bfloat16 product (needs torch; ~3x faster on CPUs with AMX)")
     p.add_argument("--limit", type=int, default=None, help="subsample train and test to this many texts (smoke runs)")
     p.add_argument("--limit-users", type=int, default=None)
     p.add_argument("--alpha", type=float, default=1e-4)
@@ -928,7 +971,9 @@ def main(argv=None) -> None:
             if not doc.is_file():
                 p.error(f"--update-doc {doc}: no such file")
             check_doc(doc)  # before the plots are written beside it
-            print("\n".join(update_doc(doc, summarize(dirs, plots=False, page=doc), plot_prefix="evaluation_")))
+            # the read-back seed-0 records of merged one-seed rows go to a DIR named from_page, else the first DIR
+            keep = next((d for d in dirs if d.name == "from_page"), dirs[0])
+            print("\n".join(update_doc(doc, summarize(dirs, plots=False, page=doc, keep_page=keep), plot_prefix="evaluation_")))
         else:
             print(summarize(dirs))
     elif args.update_doc:

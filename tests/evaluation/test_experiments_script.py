@@ -209,11 +209,13 @@ def test_update_doc_never_takes_a_code_block_of_a_later_section(ee, tmp_path):
     assert doc.read_text() == before and not (tmp_path / "evaluation.md.tmp").exists()
 
 
-def _page(ee, tmp_path, recs, name="page.md"):
-    """A results page with every heading update_doc owns, its tables made from ``recs``."""
+def _page(ee, tmp_path, recs, name="page.md", sims=()):
+    """A results page with every heading update_doc owns, its tables made from ``recs`` (and the
+    similarity records ``sims``)."""
     folder = tmp_path / (name + ".units")
     folder.mkdir()
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (folder / "similarity.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sims))
     parts = []
     for head in ee.DOC_SECTIONS:
         parts += [head, "", "Prose.", "", "| a |", "|---|", ""]
@@ -266,6 +268,34 @@ def test_update_doc_combines_new_seeds_with_the_page_and_keeps_its_other_rows(ee
     n = len(deniable.available_mechanisms())
     assert f"sms: {9 * n - 7} of {9 * n} units missing" in missing  # madlib L2 ×3, tem L2 ×3, vickrey L10 ×1
     assert "  vickrey: L2: all; L10: seed 1,2; L20: all" in missing
+
+
+def test_update_doc_saves_the_read_back_seed_0_records(ee, tmp_path, capsys):
+    """After a merge the seed-0 value lives only inside a 3-seed mean: ``keep_page`` saves the
+    read-back record, so a second summary (with that folder) rebuilds the same row, and without
+    it the page's row is kept with a warning."""
+    old = _record("madlib", 2.0)
+    old["acc_clean"] = 0.5
+    sim = {k: old[k] for k in ("dataset", "mechanism", "level", "epsilon", "seed")} | {"similarity": 0.1}
+    doc = _page(ee, tmp_path, [_record("none", 0.0), old], sims=[sim])
+    new = tmp_path / "new"
+    new.mkdir()
+    recs = [_record("madlib", 2.0, seed=1), _record("madlib", 2.0, seed=2)]
+    for r, acc in zip(recs, (0.6, 0.7)):
+        r["acc_clean"] = acc
+    (new / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    keep = tmp_path / "from_page"
+    ee.update_doc(doc, ee.summarize(new, plots=False, page=doc, keep_page=keep))
+    first = doc.read_text()
+    assert "| 2 | madlib | 2 | 3 | 50.0 ± 0.0 | 60.0 ± 24.8 |" in first
+    saved = [json.loads(x) for x in (keep / "results.jsonl").read_text().splitlines()]
+    assert [(r["mechanism"], r["seed"], r["from_page"], r["acc_clean"]) for r in saved] == [("madlib", 0, True, 0.5)]
+    assert json.loads((keep / "similarity.jsonl").read_text())["similarity"] == pytest.approx(0.1)
+    ee.update_doc(doc, ee.summarize([new, keep], plots=False, page=doc, keep_page=keep))
+    assert doc.read_text() == first and "kept the page" not in capsys.readouterr().err
+    assert len((keep / "results.jsonl").read_text().splitlines()) == 1  # not saved twice
+    ee.summarize(new, plots=False, page=doc)  # without the saved folder: the 3-seed row cannot be rebuilt
+    assert "kept the page's 3-seed row" in capsys.readouterr().err
 
 
 def test_merge_rows_keeps_the_page_time_row_and_orders_like_the_summary(ee):

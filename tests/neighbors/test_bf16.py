@@ -25,7 +25,7 @@ def reference_knn(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.
 
 def raw_bf16_argmin(index: Bf16EuclideanIndex, queries: np.ndarray) -> np.ndarray:
     """What an uncertified bfloat16 search would return (argmax of the computed T)."""
-    t = _bits_to_f64(index._products(np.asarray(queries, dtype=np.float32)))
+    t = _bits_to_f64(index._products(np.asarray(queries, dtype=np.float32))[:, : index.size])
     return t.argmax(axis=1)
 
 
@@ -71,7 +71,7 @@ def test_error_bound_holds_and_is_tight(vocab: np.ndarray) -> None:
     rng = np.random.default_rng(1)
     for scale in (0.1, 3.0, 100.0):
         q = (vocab[rng.integers(0, len(vocab), 300)] + scale * rng.standard_normal((300, vocab.shape[1]))).astype(np.float32)
-        t = _bits_to_f64(idx._products(q))
+        t = _bits_to_f64(idx._products(q)[:, : len(vocab)])  # the padding columns are not vectors
         Q, X = q.astype(np.float64), vocab.astype(np.float64)
         T = 2 * Q @ X.T - (X * X).sum(1)
         bound = idx.error_bound(np.linalg.norm(Q, axis=1)[:, None], np.linalg.norm(X, axis=1)[None, :], t)

@@ -11,7 +11,9 @@ T approximately, with a rigorous error bound (:meth:`Bf16EuclideanIndex.error_bo
 rounded to bfloat16 (relative error ≤ 2⁻⁸, round-to-nearest, checked by a test), products exact
 and summed in float32 in any order (≤ 2(d+1)·2⁻²⁴ of the sum of |products|), the result rounded
 to bfloat16 (≤ 2⁻⁷ relative: covers truncation too). From the k-th largest computed value and
-that bound, every id that can be among the exact k nearest is a *candidate*; the candidates (≈ 2–5
+that bound, every id that can be among the exact k nearest is a *candidate* (found by screening
+strided groups of 64 columns by their maxima, then a second sieve with each candidate's own
+norm and value); the candidates (≈ 2–5
 per query for Madlib's noise on the default 300-d GloVe subset) are re-measured as ‖q − e‖² in float64 and ordered
 by (distance, id). So the result is the float64 nearest neighbour (ties: lowest id) whatever the
 rounding of the fast product; only the candidate count, i.e. speed, depends on it.
@@ -35,6 +37,7 @@ _U_IN = 2.0**-8  # bfloat16 round-to-nearest of an operand (we convert; torch ro
 _U_OUT = 2.0**-7  # bfloat16 rounding of the product's output (conservative: truncation)
 _C_OUT = _U_OUT / (1.0 - _U_OUT)  # |output − accumulated| ≤ _C_OUT · |output|
 _I16_MIN = np.int16(-32768)
+_GROUP = 64  # columns per strided group of the candidate screen
 _MAX_NORM = 1e18  # vector norms (and query norm × vector norm ≤ its square) far from float32 overflow
 
 
@@ -122,6 +125,12 @@ class Bf16EuclideanIndex:
         if self._max_norm > _MAX_NORM:
             raise ValueError(f"a vector has norm {self._max_norm:.3g} > {_MAX_NORM:g}: its squared norm would overflow float32; use index='exact'")
         aug = np.concatenate([v, e2.astype(np.float32)[:, None]], axis=1)
+        # padded to a multiple of _GROUP columns with T = −1e30 (never a candidate), so each row
+        # of scores splits into strided groups whose maxima screen the row in one pass
+        self._groups = -(-aug.shape[0] // _GROUP)
+        pad = np.zeros((self._groups * _GROUP - aug.shape[0], aug.shape[1]), dtype=np.float32)
+        pad[:, -1] = 1e30
+        aug = np.concatenate([aug, pad])
         # (d+1, V) contiguous: the layout the CPU kernels read fastest
         self._aug_t = torch.from_numpy(np.ascontiguousarray(aug.T)).to(torch.bfloat16).contiguous()
         #: Counters: queries searched, float64 candidates re-measured, rows on the slow path.
@@ -176,7 +185,13 @@ class Bf16EuclideanIndex:
         qn = np.sqrt(np.einsum("ij,ij->i", q.astype(np.float64), q.astype(np.float64)))
         # raw int16 patterns order like the values only among non-negative values: where the k
         # largest patterns are not all non-negative, redo the row through order-preserving keys
-        top, kth = _largest(bits, k)
+        G = self._groups
+        group_max = bits.reshape(m, _GROUP, G).max(axis=1)  # (m, G): max of columns j, j+G, j+2G, ...
+        if k == 1:
+            top = group_max.max(axis=1)
+            kth = top.copy()
+        else:
+            top, kth = _largest(bits, k)
         bad = np.flatnonzero(kth < 0)
         if bad.size:
             top_k, kth_k = _largest(_ordered(bits[bad]), k)
@@ -195,16 +210,16 @@ class Bf16EuclideanIndex:
         thr = np.where(lo >= 0, lo / (1 + _C_OUT), lo / (1 - _C_OUT))
         fast = (thr > 0) & (top >= 0)  # positive bfloat16 patterns order as int16
         r_list, c_list = [], []
-        if fast.all():
-            r, c = _nonzero(bits >= _f32_to_bf16_bits_down(thr)[:, None])
-            r_list.append(r)
-            c_list.append(c)
-        else:
-            f = np.flatnonzero(fast)
-            if f.size:
-                r, c = _nonzero(bits[f] >= _f32_to_bf16_bits_down(thr[f])[:, None])
-                r_list.append(f[r])
-                c_list.append(c)
+        f = np.flatnonzero(fast)
+        if f.size:
+            # screen the groups by their maxima, then compare only the members of groups that pass
+            key = _f32_to_bf16_bits_down(thr[f])
+            gr, gj = _nonzero(group_max[f] >= key[:, None])
+            members = gj[:, None] + G * np.arange(_GROUP)
+            hit_r, hit_c = np.nonzero(bits[f[gr][:, None], members] >= key[gr][:, None])
+            r_list.append(f[gr[hit_r]])
+            c_list.append(members[hit_r, hit_c])
+        if f.size < m:
             s = np.flatnonzero(~fast)
             self.stats["slow_rows"] += int(s.size)
             keys = _ordered(bits[s])
@@ -219,6 +234,8 @@ class Bf16EuclideanIndex:
             r_list.append(s[r])
             c_list.append(c)
         rows, cols = np.concatenate(r_list), np.concatenate(c_list)
+        real = cols < self.size  # never a padding column
+        rows, cols = rows[real], cols[real]
         if rows.size:
             # second sieve with each candidate's own norm and value: the k-th largest lower bound
             # t − E of a row's candidates is a lower bound of its k-th largest exact T (k distinct
@@ -252,8 +269,7 @@ class Bf16EuclideanIndex:
             rows, cols = self._candidates(qb, k)
             diff = qb[rows].astype(np.float64) - self._v64[cols]
             d2 = np.einsum("ij,ij->i", diff, diff)
-            # candidates come row-major with ids ascending, and lexsort is stable: ties keep the lowest id
-            order = np.lexsort((d2, rows))
+            order = np.lexsort((cols, d2, rows))  # by row, distance, then id: ties to the lowest id
             rows, cols, d2 = rows[order], cols[order], d2[order]
             start = np.searchsorted(rows, np.arange(qb.shape[0]))
             pick = start[:, None] + np.arange(k)

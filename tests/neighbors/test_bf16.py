@@ -205,6 +205,15 @@ def test_vickrey_two_word_vocabulary_matches_exact() -> None:
     assert np.array_equal(a.sample_ids(ids, rng=3), b.sample_ids(ids, rng=3))
 
 
+def test_huge_norms_within_the_limit() -> None:
+    """Real scores far below zero (‖e‖² ≈ 1e34) still rank above the padding columns."""
+    X = np.array([[1e17], [2e17], [-3e17]], np.float32)
+    Q = np.array([[0.0], [1.6e17], [-1e18]], np.float32)
+    idx = Bf16EuclideanIndex(X)
+    for k in (1, 2, 3):
+        assert np.array_equal(idx.knn(Q, k)[0], reference_knn(X, Q, k)[0])
+
+
 def test_overflow_is_refused() -> None:
     with pytest.raises(ValueError, match="overflow"):
         Bf16EuclideanIndex(np.array([[0.0], [1e19]], np.float32))

@@ -13,9 +13,8 @@ and summed in float32 in any order (≤ 2(d+1)·2⁻²⁴ of the sum of |product
 to bfloat16 (≤ 2⁻⁷ relative: covers truncation too). From the k-th largest computed value and
 that bound, every id that can be among the exact k nearest is a *candidate* (found by screening
 strided groups of 64 columns by their maxima, then a second sieve with each candidate's own
-norm and value); the candidates (≈ 2–5
-per query for Madlib's noise on the default 300-d GloVe subset) are re-measured as ‖q − e‖² in float64 and ordered
-by (distance, id). So the result is the float64 nearest neighbour (ties: lowest id) whatever the
+norm and value); the candidates (≈ 2–5 per query for Madlib's noise on the default 300-d GloVe
+subset) are re-measured as ‖q − e‖² in float64 and ordered by (distance, id). So the result is the float64 nearest neighbour (ties: lowest id) whatever the
 rounding of the fast product; only the candidate count, i.e. speed, depends on it.
 
 Requires torch (``pip install "deniable[torch]"``).
@@ -125,11 +124,12 @@ class Bf16EuclideanIndex:
         if self._max_norm > _MAX_NORM:
             raise ValueError(f"a vector has norm {self._max_norm:.3g} > {_MAX_NORM:g}: its squared norm would overflow float32; use index='exact'")
         aug = np.concatenate([v, e2.astype(np.float32)[:, None]], axis=1)
-        # padded to a multiple of _GROUP columns with T = −1e30 (never a candidate), so each row
-        # of scores splits into strided groups whose maxima screen the row in one pass
+        # padded to a multiple of _GROUP columns with T = −1e38, below every real T (≥ −3e36 within
+        # the norm limits), so each row of scores splits into strided groups whose maxima screen
+        # the row in one pass; padding columns are never candidates
         self._groups = -(-aug.shape[0] // _GROUP)
         pad = np.zeros((self._groups * _GROUP - aug.shape[0], aug.shape[1]), dtype=np.float32)
-        pad[:, -1] = 1e30
+        pad[:, -1] = 1e38
         aug = np.concatenate([aug, pad])
         # (d+1, V) contiguous: the layout the CPU kernels read fastest
         self._aug_t = torch.from_numpy(np.ascontiguousarray(aug.T)).to(torch.bfloat16).contiguous()

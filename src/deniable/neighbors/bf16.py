@@ -28,6 +28,7 @@ import numpy as np
 
 from .._optional import import_optional
 from .._validation import check_int
+from .neighborhoods import _squared_norms
 
 __all__ = ["Bf16EuclideanIndex"]
 
@@ -109,7 +110,7 @@ class Bf16EuclideanIndex:
 
     def __init__(self, vectors: np.ndarray, *, block_queries: int = 256) -> None:
         torch = import_optional("torch", purpose='index="exact-bf16"')
-        v = np.array(vectors, dtype=np.float32, order="C", copy=True)
+        v = np.ascontiguousarray(vectors, dtype=np.float32)  # no copy of float32 (or memory-mapped) vectors
         if v.ndim != 2 or v.shape[0] == 0:
             raise ValueError(f"vectors must be a non-empty 2-D array, got shape {v.shape}")
         if not np.isfinite(v).all():
@@ -117,8 +118,7 @@ class Bf16EuclideanIndex:
         _check_torch(torch)
         self.block_queries = check_int("block_queries", block_queries, minimum=1)
         self._vectors = v
-        self._v64 = v.astype(np.float64)
-        e2 = np.einsum("ij,ij->i", self._v64, self._v64)
+        e2 = _squared_norms(v)  # float64, in blocks: no float64 copy of the vocabulary
         self._norm = np.sqrt(e2)
         self._max_norm = float(self._norm.max())
         if self._max_norm > _MAX_NORM:
@@ -144,18 +144,18 @@ class Bf16EuclideanIndex:
     def dim(self) -> int:
         return int(self._vectors.shape[1])
 
-    def _check(self, queries: np.ndarray) -> np.ndarray:
+    def _check(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The queries as float32 and their norms (float64), validated."""
         q = np.asarray(queries)
         if q.ndim != 2 or q.shape[1] != self.dim:
             raise ValueError(f"queries must have shape (n, {self.dim}), got {q.shape}")
         q = np.ascontiguousarray(q, dtype=np.float32)
         if not np.isfinite(q).all():
             raise ValueError("queries must be finite (found NaN or inf)")
-        if q.size:
-            qmax = float(np.sqrt(np.einsum("ij,ij->i", q.astype(np.float64), q.astype(np.float64)).max()))
-            if qmax * max(self._max_norm, 1.0) > _MAX_NORM**2:
-                raise ValueError(f"a query has norm {qmax:.3g}: 2q·e could overflow float32 against vectors of norm up to {self._max_norm:.3g}; use index='exact'")
-        return q
+        qn = np.sqrt(_squared_norms(q))
+        if qn.size and float(qn.max()) * max(self._max_norm, 1.0) > _MAX_NORM**2:
+            raise ValueError(f"a query has norm {float(qn.max()):.3g}: 2q·e could overflow float32 against vectors of norm up to {self._max_norm:.3g}; use index='exact'")
+        return q, qn
 
     def error_bound(self, qnorm: np.ndarray, enorm: np.ndarray | float, value: np.ndarray | float) -> np.ndarray:
         """Bound on |computed T − exact T| for queries of norm ``qnorm``, vectors of norm ``enorm``
@@ -177,12 +177,12 @@ class Bf16EuclideanIndex:
         out = torch.from_numpy(qa).to(torch.bfloat16) @ self._aug_t
         return out.view(torch.int16).numpy()
 
-    def _candidates(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(row, id) pairs that include every exact k nearest of each query row."""
+    def _candidates(self, q: np.ndarray, qn: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row, id) pairs that include every exact k nearest of each query row (``qn``: the
+        rows' norms)."""
         bits = self._products(q)
         m = q.shape[0]
         rows_ix = np.arange(m)
-        qn = np.sqrt(np.einsum("ij,ij->i", q.astype(np.float64), q.astype(np.float64)))
         # raw int16 patterns order like the values only among non-negative values: where the k
         # largest patterns are not all non-negative, redo the row through order-preserving keys
         G = self._groups
@@ -259,15 +259,15 @@ class Bf16EuclideanIndex:
     def knn(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest ids (int64) and their float64 Euclidean distances, nearest first,
         ties to the lowest id; ``k`` is meant to be small (the k-th value costs k passes)."""
-        q = self._check(queries)
+        q, qn = self._check(queries)
         k = min(check_int("k", k, minimum=1), self.size)
         n = q.shape[0]
         ids = np.empty((n, k), dtype=np.int64)
         dist = np.empty((n, k), dtype=np.float64)
         for s in range(0, n, self.block_queries):
             qb = q[s : s + self.block_queries]
-            rows, cols = self._candidates(qb, k)
-            diff = qb[rows].astype(np.float64) - self._v64[cols]
+            rows, cols = self._candidates(qb, qn[s : s + self.block_queries], k)
+            diff = qb[rows].astype(np.float64) - self._vectors[cols].astype(np.float64)
             d2 = np.einsum("ij,ij->i", diff, diff)
             order = np.lexsort((cols, d2, rows))  # by row, distance, then id: ties to the lowest id
             rows, cols, d2 = rows[order], cols[order], d2[order]

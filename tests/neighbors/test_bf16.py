@@ -25,7 +25,7 @@ def reference_knn(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.
 
 def raw_bf16_argmin(index: Bf16EuclideanIndex, queries: np.ndarray) -> np.ndarray:
     """What an uncertified bfloat16 search would return (argmax of the computed T)."""
-    t = _bits_to_f64(index._products(np.asarray(queries, dtype=np.float32))[:, : index.size])
+    t = _bits_to_f64(index._products(np.asarray(queries, dtype=np.float32))[0][:, : index.size])
     return t.argmax(axis=1)
 
 
@@ -71,7 +71,7 @@ def test_error_bound_holds_and_is_tight(vocab: np.ndarray) -> None:
     rng = np.random.default_rng(1)
     for scale in (0.1, 3.0, 100.0):
         q = (vocab[rng.integers(0, len(vocab), 300)] + scale * rng.standard_normal((300, vocab.shape[1]))).astype(np.float32)
-        t = _bits_to_f64(idx._products(q)[:, : len(vocab)])  # the padding columns are not vectors
+        t = _bits_to_f64(idx._products(q)[0][:, : len(vocab)])  # the padding columns are not vectors
         Q, X = q.astype(np.float64), vocab.astype(np.float64)
         T = 2 * Q @ X.T - (X * X).sum(1)
         bound = idx.error_bound(np.linalg.norm(Q, axis=1)[:, None], np.linalg.norm(X, axis=1)[None, :], t)
@@ -193,6 +193,40 @@ def test_random_small_vocabularies_every_k() -> None:
         idx = Bf16EuclideanIndex(X)
         for k in range(1, V + 1):
             assert np.array_equal(idx.knn(Q, k)[0], reference_knn(X, Q, k)[0]), (trial, V, d, k)
+
+
+def test_nearest_packed_in_one_column_group() -> None:
+    """The k-th value comes from the maxima of groups of 64 adjacent columns: when the k nearest
+    words all sit in one group it is only a lower bound, and the search must stay exact (the
+    rest of the vocabulary scores negative, or mildly positive elsewhere)."""
+    rng = np.random.default_rng(11)
+    d, lower_bound_strict = 6, 0
+    for V in (64, 65, 129, 200, 257):
+        for trial in range(4):
+            X = rng.standard_normal((V, d))
+            g = int(rng.integers(0, V // 64))  # a full group
+            close = rng.choice(np.arange(g * 64, g * 64 + 64), 4, replace=False)
+            q = 5 * rng.standard_normal(d)
+            X[close] = q + 1e-3 * rng.standard_normal((4, d))
+            others = np.setdiff1d(np.arange(V), close)
+            X[others] = -q * rng.uniform(0.5, 3, (others.size, 1)) + rng.standard_normal((others.size, d))
+            if trial % 2:
+                X[others[:3]] = q * rng.uniform(0.2, 0.6, (3, 1))
+            X = X.astype(np.float32)
+            Q = np.stack([q, q + 1e-4 * rng.standard_normal(d), X[close[0]], (X[close[0]] + X[others[0]]) / 2]).astype(np.float32)
+            idx = Bf16EuclideanIndex(X)
+            bits, group_max = idx._products(Q)
+            if group_max.shape[1] >= 2:
+                kth_value = -np.sort(-_bits_to_f64(bits[:, :V]), axis=1)[:, 1]
+                second = -np.sort(-group_max.astype(np.int32), axis=1)[:, 1]  # int16 patterns
+                bound = _bits_to_f64(second.astype(np.int16))
+                lower_bound_strict += int(((second >= 0) & (bound < kth_value)).sum())
+            for k in (1, 2, 3, 4, 5):
+                ids, dist = idx.knn(Q, k)
+                ref_ids, ref_dist = reference_knn(X, Q, k)
+                assert np.array_equal(ids, ref_ids), (V, trial, k)
+                np.testing.assert_allclose(dist, ref_dist, rtol=1e-12, atol=1e-15)
+    assert lower_bound_strict > 0  # the case this test is for did occur
 
 
 def test_vickrey_two_word_vocabulary_matches_exact() -> None:

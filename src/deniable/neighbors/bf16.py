@@ -135,8 +135,9 @@ class Bf16EuclideanIndex:
         aug = np.concatenate([aug, pad])
         # (d+1, V) contiguous: the layout the CPU kernels read fastest
         self._aug_t = torch.from_numpy(np.ascontiguousarray(aug.T)).to(torch.bfloat16).contiguous()
-        #: Counters: queries searched, float64 candidates re-measured, rows on the slow path.
-        self.stats = {"queries": 0, "candidates": 0, "slow_rows": 0}
+        #: Counters: queries searched, float64 candidates re-measured, rows on the slow path
+        #: (threshold not positive), rows whose bound was redone through order-preserving keys.
+        self.stats = {"queries": 0, "candidates": 0, "slow_rows": 0, "reordered_rows": 0}
 
     @property
     def size(self) -> int:
@@ -206,6 +207,7 @@ class Bf16EuclideanIndex:
             top, kth = _largest(bits, k)
         bad = np.flatnonzero(kth < 0)
         if bad.size:
+            self.stats["reordered_rows"] += int(bad.size)
             top_k, kth_k = _largest(_ordered(bits[bad]), k)
             top[bad], kth[bad] = _ordered(top_k), _ordered(kth_k)
         t_top, t_kth = _bits_to_f64(top), _bits_to_f64(kth)

@@ -855,13 +855,13 @@ def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
 
 def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
     """Markdown list of the ratio-matched grid units (every registered mechanism × levels 2/10/20
-    × seeds 0..seeds-1; authorship: seed 0) that no folder has, per data set present."""
+    × seeds 0..seeds-1, authorship on the blogs included) that no folder has, per data set present."""
     import deniable
 
     have = {_key(r) for r in recs if "max_n_w" not in r}
     lines = ["### missing units", "", "```"]
     for d in [x for x in DATASETS if any(k[0] == x for k in have)]:
-        n_seeds = 1 if d == "blogs" else seeds
+        n_seeds = seeds
         gaps, n_missing = {}, 0
         for m in deniable.available_mechanisms():
             cells = []

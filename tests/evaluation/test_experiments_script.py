@@ -94,6 +94,8 @@ def test_missing_units_lists_what_no_folder_has(ee):
     assert f"sms: {3 * 3 * n_mech - 10} of {3 * 3 * n_mech} units missing" in text
     assert "  madlib:" not in text  # complete
     assert "  tem: L2: seed 1,2; L10: all; L20: all" in text  # the N_w-matched unit does not count
+    blogs = "\n".join(ee.missing_units([{**_record("madlib", 2.0, seed=0), "dataset": "blogs"}]))
+    assert f"blogs: {3 * 3 * n_mech - 1} of {3 * 3 * n_mech} units missing" in blogs  # authorship has 3 seeds too
 
 
 def test_units_skip_and_record_targets_no_epsilon_meets(ee, tmp_path, monkeypatch):

@@ -468,7 +468,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
               page: Path | None = None, keep_page: Path | None = None) -> str:
     """Markdown tables (mean ± 95 % t-half-width over seeds) of one or more result folders;
     a unit present in several folders counts once. Plots go to ``plot_dir`` (default: the first
-    folder) as ``<plot_prefix><data set>.png``.
+    folder) as ``<plot_prefix><data set>.png`` (``..._nw.png`` for N_w targets).
 
     With ``page`` (a results page, e.g. docs/results/evaluation.md), the one-seed rows of its
     tables count as seed-0 units (:func:`page_records`) where no folder has that unit, so new
@@ -586,7 +586,7 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
     lines.append("")
     text = "\n".join(lines)
     if plots:
-        _plots(plot_dir or out_dir, {d: rows for d, rows in _summary_tables(text).items() if d in DATASETS}, plot_prefix)
+        _plots(plot_dir or out_dir, {d: rows for d, rows in _summary_tables(text).items() if _section_dataset(d)}, plot_prefix)
     return text
 
 
@@ -778,7 +778,7 @@ def update_doc(doc: Path, summary: str, merge: bool = True, plot_prefix: str | N
     list; the prose is left alone. With ``merge`` (the default) a row of the page that the summary
     has no row for is kept (:func:`merge_rows`): the page is the record of units whose raw results
     are gone; ``merge=False`` replaces each table whole. With ``plot_prefix``, the privacy–utility
-    figures of the updated tables go beside the page as ``<plot_prefix><data set>.png``.
+    figures of the updated tables go beside the page as ``<plot_prefix><data set>[_nw].png``.
     Returns what was replaced and what was skipped (a section without results). A heading the page
     lacks is an error: the page and the script disagree."""
     sections = _summary_sections(summary)
@@ -815,7 +815,7 @@ def update_doc(doc: Path, summary: str, merge: bool = True, plot_prefix: str | N
         lines[j : e + 1] = sections["missing units"].strip().split("\n")
         report.append("missing units")
     if plot_prefix is not None:
-        _plots(doc.parent, {name: lines[j:e] for name, (j, e) in _page_tables(lines).items() if name in DATASETS}, plot_prefix)
+        _plots(doc.parent, {name: lines[j:e] for name, (j, e) in _page_tables(lines).items() if _section_dataset(name)}, plot_prefix)
     import shutil
 
     tmp = doc.with_name(doc.name + ".tmp")
@@ -881,9 +881,10 @@ def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
 
 
 def _plots(out_dir: Path, tables: dict[str, list[str]], prefix: str = "privacy_utility_") -> None:
-    """One privacy–utility figure per data set from its privacy-ratio grid table (``tables``: data
-    set -> the table's rows, header first): clean-test accuracy against inversion top-1 and MIA
-    AUC, bars the table's 95 % intervals."""
+    """One privacy–utility figure per grid table (``tables``: section name -> the table's rows,
+    header first): clean-test accuracy against inversion top-1 and MIA AUC, bars the table's 95 %
+    intervals. A data set's privacy-ratio table goes to ``<prefix><data set>.png``, its N_w-target
+    table to ``<prefix><data set>_nw.png``; the authorship table has no figure."""
     try:
         import matplotlib
 
@@ -891,9 +892,11 @@ def _plots(out_dir: Path, tables: dict[str, list[str]], prefix: str = "privacy_u
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    for d, rows in tables.items():
-        if d == "blogs" or len(rows) < 3:
+    for name, rows in tables.items():
+        section = _section_dataset(name)
+        if section is None or section[0] == "blogs" or len(rows) < 3:
             continue
+        d, nw = section
         col = {h: i for i, h in enumerate(_row_cells(rows[0]))}
         cells = [_row_cells(r) for r in rows[2:]]
         fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -916,9 +919,10 @@ def _plots(out_dir: Path, tables: dict[str, list[str]], prefix: str = "privacy_u
                 ax[j].axhline(_value(base[col["acc. clean test %"]])[0], color="grey", ls="--", lw=1, label="no privacy")
             ax[1].axvline(_value(base[col["MIA AUC %"]])[0], color="grey", ls=":", lw=1, label="MIA AUC without privacy")
         ax[0].legend(fontsize=7)
-        fig.suptitle(f"{d}: utility vs attack success (labels: privacy level = Madlib ε; bars: 95% CI over seeds)")
+        label = "max N_w target τ" if nw else "privacy level = Madlib ε"
+        fig.suptitle(f"{d}: utility vs attack success (labels: {label}; bars: 95% CI over seeds)")
         fig.tight_layout()
-        fig.savefig(out_dir / f"{prefix}{d}.png", dpi=110)
+        fig.savefig(out_dir / f"{prefix}{d}{'_nw' if nw else ''}.png", dpi=110)
         plt.close(fig)
 
 
@@ -957,7 +961,7 @@ def main(argv=None) -> None:
     p.add_argument("--summarize", metavar="DIR[,DIR...]")
     p.add_argument("--update-doc", metavar="MD",
                    help="with --summarize: write the tables into this results page (e.g. docs/results/evaluation.md, "
-                        "after its fixed headings; prose untouched) and the plots beside it as evaluation_<data set>.png")
+                        "after its fixed headings; prose untouched) and the plots beside it as evaluation_<data set>[_nw].png")
     p.add_argument("--exact-inversion", action="store_true",
                    help="the Bayes-optimal inversion adversary for the selected cells whose mechanism has closed-form probabilities")
     args = p.parse_args(argv)

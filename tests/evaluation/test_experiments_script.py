@@ -330,15 +330,18 @@ def test_update_doc_plots_the_merged_tables(ee, tmp_path, monkeypatch):
     drawn = {}
     monkeypatch.setattr(ee, "_plots", lambda out, tables, prefix: drawn.update(out=out, tables=tables, prefix=prefix))
     ee.update_doc(doc, ee.summarize(new, plots=False, page=doc), plot_prefix="evaluation_")
-    assert drawn["out"] == tmp_path and drawn["prefix"] == "evaluation_" and "sms — matched by a worst-case N_w target" not in drawn["tables"]
+    assert drawn["out"] == tmp_path and drawn["prefix"] == "evaluation_" and "sms — matched by a worst-case N_w target" in drawn["tables"]
+    assert "Bayes-optimal inversion (mechanisms with closed-form probabilities)" not in drawn["tables"]
     assert [ee._row_cells(r)[1] for r in drawn["tables"]["sms"][2:]] == ["none", "madlib", "tem"]
 
 
 def test_plots_draw_a_figure_per_grid_table(ee, tmp_path):
     pytest.importorskip("matplotlib")
-    doc = _page(ee, tmp_path, [_record("none", 0.0), _record("madlib", 2.0), _record("madlib", 2.0, seed=1)])
+    doc = _page(ee, tmp_path, [_record("none", 0.0), _record("madlib", 2.0), _record("madlib", 2.0, seed=1),
+                               _record("madlib", 0.5, nw=True), _record("tem", 0.5, nw=True)])
     ee.update_doc(doc, ee.summarize(tmp_path / "page.md.units", plots=False, page=doc), plot_prefix="evaluation_")
     assert (tmp_path / "evaluation_sms.png").stat().st_size > 10_000 and not (tmp_path / "evaluation_imdb.png").exists()
+    assert (tmp_path / "evaluation_sms_nw.png").stat().st_size > 10_000  # the N_w-target table has its own figure
 
 
 def test_update_doc_never_shrinks_a_several_seed_row(ee, tmp_path, capsys):

@@ -861,20 +861,19 @@ def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
     have = {_key(r) for r in recs if "max_n_w" not in r}
     lines = ["### missing units", "", "```"]
     for d in [x for x in DATASETS if any(k[0] == x for k in have)]:
-        n_seeds = seeds
         gaps, n_missing = {}, 0
         for m in deniable.available_mechanisms():
             cells = []
             for level in LEVELS:
-                absent = [s for s in range(n_seeds) if (d, m, level, s) not in have]
+                absent = [s for s in range(seeds) if (d, m, level, s) not in have]
                 n_missing += len(absent)
-                if len(absent) == n_seeds:
+                if len(absent) == seeds:
                     cells.append(f"L{level:g}: all")
                 elif absent:
                     cells.append(f"L{level:g}: seed " + ",".join(map(str, absent)))
             if cells:
                 gaps[m] = cells
-        total = len(deniable.available_mechanisms()) * len(LEVELS) * n_seeds
+        total = len(deniable.available_mechanisms()) * len(LEVELS) * seeds
         lines.append(f"{d}: {n_missing} of {total} units missing")
         lines += [f"  {m}: " + "; ".join(cells) for m, cells in gaps.items()]
     return [*lines, "```", ""]

@@ -21,15 +21,28 @@ import numpy as np
 
 RNGLike = None | int | np.integer | np.random.SeedSequence | np.random.Generator | Literal["secure"]
 
-__all__ = ["RNGLike", "as_generator", "spawn", "secure_generator"]
+__all__ = ["RNGLike", "SECURE_KEY_BITS", "as_generator", "spawn", "secure_generator", "secure_key"]
+
+
+#: Width of the ChaCha20 key of ``rng="secure"``, in bits.
+SECURE_KEY_BITS = 256
+
+
+def secure_key() -> int:
+    """A fresh 256-bit key from :mod:`secrets` (the OS's cryptographic source)."""
+    return secrets.randbits(SECURE_KEY_BITS)
 
 
 def secure_generator() -> np.random.Generator:
-    """A Generator driven by ChaCha20 (20 rounds) keyed from :mod:`secrets` (needs ``randomgen``)."""
+    """A Generator driven by ChaCha20 (20 rounds) keyed directly with 256 bits from :mod:`secrets`
+    (needs ``randomgen``).
+
+    The key is set as the cipher's key (``ChaCha(key=...)``), not passed as a seed: a seed would
+    go through numpy's ``SeedSequence``, whose entropy pool holds 128 bits."""
     from ._optional import import_optional
 
     randomgen = import_optional("randomgen", purpose="rng='secure' (the ChaCha20 generator)")
-    return np.random.Generator(randomgen.ChaCha(seed=secrets.randbits(256), rounds=20))
+    return np.random.Generator(randomgen.ChaCha(key=secure_key(), counter=0, rounds=20))
 
 
 def as_generator(rng: RNGLike) -> np.random.Generator:
@@ -57,5 +70,9 @@ def as_generator(rng: RNGLike) -> np.random.Generator:
 
 
 def spawn(rng: RNGLike, n: int) -> list[np.random.Generator]:
-    """Return ``n`` independent child generators (one per worker or batch), never correlated."""
+    """Return ``n`` independent child generators (one per worker or batch), never correlated.
+
+    ``"secure"`` gives ``n`` ChaCha20 generators, each with its own 256-bit key."""
+    if isinstance(rng, str) and rng == "secure":
+        return [secure_generator() for _ in range(n)]
     return list(as_generator(rng).spawn(n))

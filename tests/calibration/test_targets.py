@@ -177,6 +177,46 @@ def test_get_mechanism_with_target_computes_once_then_uses_the_cache(tmp_path):
     assert again.guarantee.chosen_by is None
 
 
+def test_cache_key_holds_every_option_that_changes_the_result(tmp_path):
+    """A 0.99-confidence request after a cached 0.95 one must not get the 0.95 calibration."""
+    from deniable.calibration.targets import calibration_for, calibration_options
+
+    def factory(e):
+        return Madlib(EMB, epsilon=e)
+
+    opts = dict(epsilons=GRID, estimator="sampled", words=20, isolated=3, draws=60, progress=False)
+    low = calibration_for(factory, cache_dir=tmp_path, confidence=0.95, **opts)
+    assert "computed" in low.source and low.confidence == 0.95
+    high = calibration_for(factory, cache_dir=tmp_path, confidence=0.99, **opts)
+    assert "computed" in high.source and high.confidence == 0.99
+    # the stricter level gives larger upper bounds from the same draws (same seed)
+    assert np.all(high.n_w_upper >= low.n_w_upper - 1e-12) and np.any(high.n_w_upper > low.n_w_upper)
+    again = calibration_for(factory, cache_dir=tmp_path, confidence=0.99, **opts)
+    assert "cached" in again.source and again.confidence == 0.99
+    assert np.array_equal(again.n_w_upper, high.n_w_upper)
+    assert "cached" in calibration_for(factory, cache_dir=tmp_path, confidence=0.95, **opts).source
+    # each result-changing option is in the key; progress is not; a Generator is never cached
+    base = calibration_options({**opts, "confidence": 0.95})
+    for change in ({"draws": 61}, {"epsilons": GRID[:-1]}, {"estimator": "radial"}, {"words": 21}, {"isolated": 4}):
+        assert calibration_options({**opts, "confidence": 0.95, **change}) != base, change
+    assert calibration_options({**opts, "confidence": 0.95}, rng=1) != base
+    assert calibration_options({**opts, "confidence": 0.95, "progress": True}) == base
+    assert calibration_options({**opts}, rng=np.random.default_rng(0)) is None
+    with pytest.raises(TypeError, match="unknown option"):
+        calibration_options({"confidance": 0.99})
+
+
+def test_shipped_calibration_serves_only_the_default_options(tmp_path):
+    from deniable.calibration.targets import calibration_for
+
+    emb = deniable.load_embedding()
+    assert calibration_for(lambda e: Madlib(emb, epsilon=e), cache_dir=tmp_path).source == "shipped calibration"
+    # a stricter confidence is not what was shipped: it is computed (here on a small grid)
+    cal = calibration_for(lambda e: Madlib(emb, epsilon=e), cache_dir=False, confidence=0.99, epsilons=[1.0, 10.0],
+                          estimator="sampled", words=5, isolated=1, draws=20, progress=False)
+    assert cal.source == "computed" and cal.confidence == 0.99
+
+
 def test_user_calibration_for_sampled_mechanism_covers_isolated_words():
     cal = compute_calibration(lambda e: Madlib(EMB, epsilon=e), epsilons=GRID, estimator="sampled", words=30, isolated=5,
                               draws=200, rng=0, progress=False)

@@ -148,8 +148,7 @@ def test_runtime_tokenizer_is_the_library_tokenizer():
 
 def test_summary_counts_changed_and_unknown_words():
     text = "the cat sat on the mat foo bar"
-    IDENTITY.privatize(text, rng=0)
-    s = IDENTITY.last_privatization
+    _, s = IDENTITY.privatize(text, rng=0, return_summary=True)
     assert (s.words, s.in_vocabulary, s.unknown, s.changed) == (8, 6, 2, 0)
     assert s.fraction_unknown == 0.25 and s.fraction_changed == 0.0
     assert "0.0% of in-vocabulary words changed" in s.line() and "25.0% unknown" in s.line()
@@ -158,7 +157,7 @@ def test_summary_counts_changed_and_unknown_words():
     texts = ["the cat sat on the mat"] * 50
     out = privatize_texts(NOISY, texts, rng=1, stats=stats)
     diff = sum(a != b for t, o in zip(texts, out) for a, b in zip(t.split(), o.lower().split()))
-    assert stats["changed"] == diff == NOISY.last_privatization.changed
+    assert stats["changed"] == diff == NOISY.privatize(texts, rng=1, return_summary=True)[1].changed
     assert stats["in_vocabulary"] == 300
 
 
@@ -172,8 +171,8 @@ def test_summary_warns_at_the_extremes_only():
     assert "almost noise" in summary(96).warnings()[0]
     assert summary(5).warnings() == [] and summary(95).warnings() == [] and summary(50).warnings() == []
     assert summary(0, n=10).warnings() == []  # too few words to say anything
-    IDENTITY.privatize(" ".join(["the cat sat on the mat"] * 5), rng=0)
-    assert "almost the input" in IDENTITY.last_privatization.warnings()[0]
+    _, s = IDENTITY.privatize(" ".join(["the cat sat on the mat"] * 5), rng=0, return_summary=True)
+    assert "almost the input" in s.warnings()[0]
 
 
 def test_summary_names_the_useful_range_from_the_shipped_calibration():
@@ -184,8 +183,7 @@ def test_summary_names_the_useful_range_from_the_shipped_calibration():
 
     assert text_privatize._USEFUL_RANGE is not None  # connected by `import deniable`
     mech = deniable.get_mechanism("madlib", epsilon=1e4)  # almost nothing changes
-    mech.privatize(" ".join(["the cat sat on the mat and the dog ran to the park"] * 3), rng=0)
-    summary = mech.last_privatization
+    _, summary = mech.privatize(" ".join(["the cat sat on the mat and the dog ran to the park"] * 3), rng=0, return_summary=True)
     lo, hi = summary.useful_range
     assert 1 < lo < hi < 100
     assert "useful range on this vocabulary" in summary.warnings()[0]
@@ -237,3 +235,42 @@ def test_each_token_gets_its_own_output_and_case(batch, oov, case):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         assert privatize_texts(_Shift(), batch, rng=0, oov=oov, case=case) == expected
+
+
+def test_one_mechanism_shared_by_16_threads_writes_nothing_and_each_call_gets_its_own_summary():
+    """Each thread privatizes its own texts; its summary counts its own words only, and the
+    mechanism's attributes are the same objects before and after."""
+    import threading
+
+    import deniable
+
+    mech = deniable.get_mechanism("madlib", epsilon=8.0)
+    mech.privatize("warm up the lazily built search index", rng=0)
+    before = {k: id(v) for k, v in vars(mech).items()}
+    snapshot = dict(vars(mech))
+    results: dict[int, tuple[list[str], object]] = {}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(16)
+
+    def work(i: int) -> None:
+        try:
+            texts = [" ".join(["the"] * (i + 1) + ["zzqqxunknown"] * i)] * 3  # 3(i+1) known, 3i unknown words
+            barrier.wait()
+            for _ in range(20):
+                out, summary = mech.privatize(texts, rng=i, return_summary=True)
+                if (summary.words, summary.unknown) != (3 * (2 * i + 1), 3 * i) or len(out) != 3:
+                    raise AssertionError(f"thread {i} got a summary of other words: {summary}")
+            results[i] = (out, summary)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 16
+    assert {k: id(v) for k, v in vars(mech).items()} == before and vars(mech).keys() == snapshot.keys()
+    with pytest.raises(AttributeError, match="return_summary=True"):
+        _ = mech.last_privatization

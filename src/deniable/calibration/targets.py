@@ -66,6 +66,7 @@ __all__ = [
     "Calibration",
     "EpsilonChoice",
     "calibration_for",
+    "calibration_options",
     "compute_calibration",
     "choose_epsilon",
     "check_target",
@@ -378,8 +379,8 @@ def calibration_key(factory: Callable[[float], Any]) -> tuple[str, dict[str, Any
     return str(getattr(a, "name", type(a).__name__)), params, str(getattr(a.vocabulary, "fingerprint", "?"))
 
 
-def _key_hash(name: str, params: dict[str, Any], fingerprint: str) -> str:
-    blob = json.dumps({"m": name, "p": params, "f": fingerprint, "v": FORMAT_VERSION}, sort_keys=True)
+def _key_hash(name: str, params: dict[str, Any], fingerprint: str, options: dict[str, Any] | None = None) -> str:
+    blob = json.dumps({"m": name, "p": params, "f": fingerprint, "v": FORMAT_VERSION, "o": options}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -394,10 +395,54 @@ def shipped_calibration(name: str, params: dict[str, Any], fingerprint: str) -> 
     return cal
 
 
-def _cache_file(name: str, params: dict[str, Any], fingerprint: str, cache_dir: Any) -> Path:
+def _cache_file(name: str, params: dict[str, Any], fingerprint: str, cache_dir: Any, options: dict[str, Any] | None = None) -> Path:
     from ..neighbors.neighborhoods import cache_directory
 
-    return cache_directory(cache_dir) / "calibration" / f"{name}-{fingerprint}-{_key_hash(name, params, fingerprint)}-v{FORMAT_VERSION}.npz"
+    digest = _key_hash(name, params, fingerprint, options)
+    return cache_directory(cache_dir) / "calibration" / f"{name}-{fingerprint}-{digest}-v{FORMAT_VERSION}.npz"
+
+
+def calibration_options(options: dict[str, Any], rng: RNGLike = 0) -> dict[str, Any] | None:
+    """Every option of :func:`compute_calibration` that can change its result, defaults filled in,
+    as a JSON-able dict (the cache key's option part), or None when the result is not
+    reproducible from the options (``rng`` not an int seed, or a ``sampler`` callable): such a
+    calibration is computed afresh and never cached.
+
+    ``progress`` is left out (it changes no number); arrays (``words``, ``extra``, ``epsilons``)
+    enter as lists of values."""
+    import inspect
+
+    known = inspect.signature(compute_calibration).parameters
+    unknown = sorted(set(options) - set(known) - {"factory"})
+    if unknown:
+        raise TypeError(f"calibration_for() got unknown option(s) {', '.join(unknown)}; valid: "
+                        f"{', '.join(n for n in known if n not in ('factory', 'progress', 'rng'))}")
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
+        return None
+    if options.get("sampler") is not None:
+        return None
+    key: dict[str, Any] = {"rng": int(rng)}
+    for name, param in known.items():
+        if name in ("factory", "progress", "rng", "sampler"):
+            continue
+        value = options.get(name, param.default)
+        if isinstance(value, np.ndarray) or (isinstance(value, Sequence) and not isinstance(value, str)):
+            value = np.asarray(value).tolist()
+        elif isinstance(value, np.generic):
+            value = value.item()
+        key[name] = value
+    return key
+
+
+_DEFAULT_OPTIONS: dict[str, Any] | None = None
+
+
+def _default_options() -> dict[str, Any]:
+    global _DEFAULT_OPTIONS
+    if _DEFAULT_OPTIONS is None:
+        _DEFAULT_OPTIONS = calibration_options({})
+    assert _DEFAULT_OPTIONS is not None
+    return _DEFAULT_OPTIONS
 
 
 def calibration_for(
@@ -410,22 +455,32 @@ def calibration_for(
 ) -> Calibration:
     """The calibration of ``factory(ε)``: shipped, cached, or computed now (and cached).
 
-    ``cache_dir=False`` neither reads nor writes the disk cache. ``options`` go to
-    :func:`compute_calibration` when it must compute (they are not part of the cache key: pass
-    ``cache_dir=False`` to force them)."""
+    The key of a calibration is the mechanism's name and ε-independent parameters, the
+    vocabulary fingerprint, and every option of :func:`compute_calibration` that changes the
+    result (``confidence``, ``epsilons``, ``estimator``, ``draws``, ``directions``, ``words``,
+    ``rng``, ...: :func:`calibration_options`), so a request is never answered with a
+    calibration made under other options (a 0.99-confidence request after a cached 0.95 one
+    computes or loads a 0.99 calibration). The shipped calibrations were made with the default
+    options and serve only requests with those. ``cache_dir=False`` neither reads nor writes
+    the disk cache; an ``rng`` that is not an int seed (or a ``sampler``) computes afresh without
+    the cache."""
     name, params, fp = calibration_key(factory)
-    cal = shipped_calibration(name, params, fp)
-    if cal is not None:
-        return cal
-    path = None if cache_dir is False else _cache_file(name, params, fp, cache_dir)
+    opts = calibration_options(options, rng)
+    if opts is not None and opts == _default_options():
+        cal = shipped_calibration(name, params, fp)
+        if cal is not None:
+            return cal
+    path = None if cache_dir is False or opts is None else _cache_file(name, params, fp, cache_dir, opts)
     if path is not None and path.is_file():
         try:
             cal = Calibration.load(path, source=f"cached calibration {path}")
-            if cal.fingerprint == fp and cal.params == params:
+            if cal.fingerprint == fp and cal.params == params and cal.meta.get("options") == opts:
                 return cal
         except (OSError, ValueError, KeyError):
             pass  # unreadable or stale: rebuild
     cal = compute_calibration(factory, progress=progress, rng=rng, **options)
+    if opts is not None:
+        cal.meta["options"] = opts
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         cal.save(path)

@@ -17,7 +17,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar, Literal, overload
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from .._rng import RNGLike, as_generator
 from .._validation import check_positive
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, MetricSpace, paired_distances
-from ..text.privatize import check_oov, privatize_texts
+from ..text.privatize import PrivatizationSummary, check_oov, privatize_texts, summarize_privatization
 
 __all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism"]
 
@@ -239,14 +239,34 @@ class Mechanism(ABC):
         return self.epsilon * float(self.distance(np.array([a]), np.array([b]))[0])
 
     @overload
-    def privatize(self, texts: str, rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve") -> str: ...  # type: ignore[overload-overlap]
+    def privatize(  # type: ignore[overload-overlap]
+        self, texts: str, rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve", return_summary: Literal[False] = False
+    ) -> str: ...
 
     @overload
-    def privatize(self, texts: Sequence[str], rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve") -> list[str]: ...
+    def privatize(
+        self, texts: Sequence[str], rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve", return_summary: Literal[False] = False
+    ) -> list[str]: ...
+
+    @overload
+    def privatize(  # type: ignore[overload-overlap]
+        self, texts: str, rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve", return_summary: Literal[True]
+    ) -> tuple[str, PrivatizationSummary]: ...
+
+    @overload
+    def privatize(
+        self, texts: Sequence[str], rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve", return_summary: Literal[True]
+    ) -> tuple[list[str], PrivatizationSummary]: ...
 
     def privatize(
-        self, texts: str | Sequence[str], rng: RNGLike = None, *, oov: str = "unk", case: str = "preserve"
-    ) -> str | list[str]:
+        self,
+        texts: str | Sequence[str],
+        rng: RNGLike = None,
+        *,
+        oov: str = "unk",
+        case: str = "preserve",
+        return_summary: bool = False,
+    ) -> Any:
         """Privatize a text or a list of texts, word by word, keeping the layout.
 
         ``oov``: ``"unk"`` (default; unknown words are privatized as the UNK point), ``"drop"``
@@ -254,14 +274,34 @@ class Mechanism(ABC):
         ``"preserve"`` (output words take the input words' case pattern, which is released as
         is) or ``"lower"``. Separators (whitespace, punctuation) pass through: the layout is
         released too. See :func:`deniable.text.privatize_texts`.
+
+        ``return_summary=True`` returns ``(output, summary)``: the
+        :class:`~deniable.text.PrivatizationSummary` of this call (words, unknown, changed, ε).
+        The summary depends on the input and is not covered by the guarantee: it stays with the
+        texts' owner. Nothing is written on the mechanism, so one mechanism may serve many threads.
         """
-        if isinstance(texts, str):
-            return privatize_texts(self, [texts], rng=rng, oov=oov, case=case)[0]
         if isinstance(texts, (bytes, bytearray, memoryview)):
             raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}; decode it first, e.g. data.decode('utf-8')")
-        if not isinstance(texts, (list, tuple)) and not hasattr(texts, "__iter__"):
+        single = isinstance(texts, str)
+        if not single and not isinstance(texts, (list, tuple)) and not hasattr(texts, "__iter__"):
             raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}")
-        return privatize_texts(self, list(texts), rng=rng, oov=oov, case=case)
+        batch: list[str] = [texts] if isinstance(texts, str) else list(texts)
+        stats: dict[str, int] | None = {} if return_summary else None
+        out = privatize_texts(self, batch, rng=rng, oov=oov, case=case, stats=stats)
+        result: Any = out[0] if single else out
+        if return_summary:
+            assert stats is not None
+            return result, summarize_privatization(self, stats, oov=oov)
+        return result
+
+    @property
+    def last_privatization(self) -> Any:
+        """Removed: a summary stored on a shared mechanism could be read by another thread.
+        Use ``privatize(..., return_summary=True)``."""
+        raise AttributeError(
+            "Mechanism.last_privatization was removed (one thread could read another's summary); "
+            "use out, summary = mechanism.privatize(texts, rng, return_summary=True)"
+        )
 
     def __repr__(self) -> str:
         params = "".join(f", {k}={v!r}" for k, v in self._params().items())

@@ -60,8 +60,10 @@ class PrivatizationSummary:
 
     ``changed`` counts in-vocabulary words whose output word differs from the input word;
     ``unknown`` counts out-of-vocabulary words (privatized as UNK, dropped or kept per ``oov``).
-    After ``mechanism.privatize(...)`` the summary of that call is
-    ``mechanism.last_privatization``; the CLI prints :meth:`line` on stderr.
+    ``mechanism.privatize(..., return_summary=True)`` returns the summary of that call beside
+    the texts (nothing is stored on the mechanism, which threads may share); the CLI prints
+    :meth:`line` on stderr. Every count depends on the input: a summary stays with the texts'
+    owner, it is not covered by the mechanism's guarantee.
     """
 
     mechanism: str
@@ -175,7 +177,8 @@ def privatize_texts(
 
     ``stats``, when given, is updated in place with the counts ``words``, ``unknown``,
     ``in_vocabulary`` and ``changed`` (in-vocabulary words whose output differs from the input);
-    ``mechanism.last_privatization`` is set to the :class:`PrivatizationSummary` of this call;
+    nothing is written on ``mechanism`` (:func:`summarize_privatization` turns ``stats`` into a
+    :class:`PrivatizationSummary`);
     ``privatized_per_text``, when given, is extended with the number of words the mechanism
     privatized in each text (UNK included; dropped or kept unknown words excluded).
     """
@@ -193,7 +196,7 @@ def privatize_texts(
     if stats is not None:
         stats["words"] = stats.get("words", 0) + len(words)
     if not words:
-        _record(mechanism, own, oov, stats)
+        _record(own, stats)
         if privatized_per_text is not None:
             privatized_per_text.extend([0] * len(parts_list))
         return list(texts)
@@ -241,7 +244,7 @@ def privatize_texts(
             parts[1::2] = out_words[k : k + n]
             k += n
         result.append("".join(parts))
-    _record(mechanism, own, oov, stats)
+    _record(own, stats)
     return result
 
 
@@ -249,11 +252,7 @@ _CASES = ("lower", "title", "upper")
 _CASE_CODES = {name: code for code, name in enumerate(_CASES)}
 
 
-def _record(mechanism: Any, own: dict[str, int], oov: str, stats: dict[str, int] | None) -> None:
+def _record(own: dict[str, int], stats: dict[str, int] | None) -> None:
     if stats is not None:
         for key in ("in_vocabulary", "changed"):
             stats[key] = stats.get(key, 0) + own[key]
-    try:
-        mechanism.last_privatization = summarize_privatization(mechanism, own, oov=oov)
-    except AttributeError:  # objects that take no attributes (slots, proxies)
-        pass

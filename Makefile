@@ -1,21 +1,32 @@
-# `make demo` and `make test` each build .venv on first use and install what they need.
+# `make demo` and `make test` each build .venv on first use and install what they need: the demo
+# only the core package, the tests every extra.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH   := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# the core alone (numpy, scipy, click, tqdm, threadpoolctl) for the demo; everything for the tests
+CORE_STAMP := $(VENV)/.core-$(HASH)
+STAMP      := $(VENV)/.installed-$(HASH)
 
-.PHONY: demo test lint docs install bench clean browser
+.PHONY: demo test lint docs install install-core bench clean browser
 
-$(STAMP): pyproject.toml
+$(CORE_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	@rm -f $(VENV)/.core-*
+	@touch $@
+
+$(STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q -e ".[test]"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
+install-core: $(CORE_STAMP)
+
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(CORE_STAMP)
 	@mkdir -p build
 	$(BIN)/deniable privatize examples/sample.txt -o build/sample.private.txt -m madlib -e 10 --seed 0
 	@echo; echo "Madlib, epsilon=10, bundled GloVe embedding, seed 0; choose your epsilon with deniable calibrate (written to build/sample.private.txt):"; echo

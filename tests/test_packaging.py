@@ -104,3 +104,18 @@ def test_the_checks_can_fail():
     names = ["LICENSE", "src/deniable/__init__.py", "src/deniable/__pycache__/x.cpython-311.pyc"]
     assert missing(names, ["LICENSE", "CHANGELOG.md", "src/deniable/*.py"]) == ["CHANGELOG.md"]
     assert unwanted(names) == ["src/deniable/__pycache__/x.cpython-311.pyc"]
+
+
+def test_make_demo_installs_the_core_only():
+    """`make demo` on a fresh machine installs the package without extras (no test-only
+    package such as torch, pyspark or playwright); `make test` installs the test extra."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parents[1]
+
+    def dry_run(target: str) -> str:
+        return subprocess.run(["make", "-n", target, "VENV=/nonexistent-venv"], cwd=root, capture_output=True, text=True, check=True).stdout
+
+    demo = dry_run("demo")
+    assert "pip install -q -e ." in demo and "[test]" not in demo and "[" not in demo.split("pip install -q -e .")[1].split("\n")[0]
+    assert '-e ".[test]"' in dry_run("test")

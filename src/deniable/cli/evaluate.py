@@ -208,7 +208,7 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.option("--device", default=None, metavar="DEVICE",
               help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"): Madlib, Mahalanobis, '
                    "Vickrey, TEM, BRR — same distributions, exact search. Default: the numpy backend.")
-@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/).")
+@click.option("-o", "--output", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/); --out is an alias.")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
 def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
              exact_inversion, similarity_n, device, out_dir, show_progress):

@@ -78,21 +78,26 @@ def test_privatize_jsonl_equals_the_python_api_for_the_same_seed_and_key(spark, 
     assert got["text"].tolist() == ref and got["user"].tolist() == [r["user"] for r in records]
     assert got["text"].isna().sum() == sum(r["text"] is None for r in records) > 0
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    # the same call from Python (deniable.spark.files), and another seed differs
+    # the same call from Python (deniable.spark.files); another release identity, another draw
     from deniable.spark.files import privatize_files
 
     privatize_files(src, tmp_path / "api", mech, spark=spark, key="id", seed=5, output_format="parquet")
     api = spark.read.parquet(str(tmp_path / "api")).toPandas().set_index("id").sort_index()
     assert api["text"].tolist() == ref
-    res = run("privatize", src, "-o", tmp_path / "other", "--spark", "-m", "madlib", "--embedding", emb, "-e", "3", "--seed", "6", "--key", "id")
+    res = run("privatize", src, "-o", tmp_path / "other", "--spark", "-m", "madlib", "--embedding", emb, "-e", "3", "--seed", "5", "--key", "id", "--release-id", "t2")
     assert res.exit_code == 0, res.output
+    assert "rows keyed by 'id', release 't2'" in res.stderr.splitlines()[-1]
     other = spark.read.json(str(tmp_path / "other")).toPandas().set_index("id").sort_index()  # jsonl, as the input
     assert other["text"].tolist() != ref
+    texts = [r["text"] for r in records]
+    assert other["text"].tolist() == privatize_keyed(mech, texts, [r["id"] for r in records], seed=5, stream="text", release_id="t2")
 
 
-def test_privatize_csv_directory_keyed_on_content(spark, emb, tmp_path):  # noqa: F811
+def test_privatize_csv_directory_independent_by_default_content_keys_on_request(spark, emb, tmp_path):  # noqa: F811
     records = _records(120, seed=1)
-    records[7]["text"] = records[3]["text"] = "w1 w2 w3 w4 w5 w6"
+    repeated = "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12"
+    for i in range(3, 120, 10):
+        records[i]["text"] = repeated
     src = tmp_path / "parts"
     src.mkdir()
     for part in range(3):
@@ -100,17 +105,32 @@ def test_privatize_csv_directory_keyed_on_content(spark, emb, tmp_path):  # noqa
             w = csv.writer(f)
             w.writerow(["id", "body"])
             w.writerows([r["id"], r["text"] or "w0, with a comma"] for r in records[part::3])
+
+    def read(out):
+        got = spark.read.option("header", True).option("multiLine", True).option("escape", '"').csv(str(out)).toPandas()
+        return dict(zip(got["id"].astype(int), got["body"]))
+
+    # default: every row its own randomness under a fresh secret, so the 12 copies differ
+    res = run("privatize", src, "-o", tmp_path / "fresh", "--spark", "-m", "madlib", "--embedding", emb, "-e", "2", "--column", "body")
+    assert res.exit_code == 0, res.output
+    assert "every row drawn independently (a fresh secret for this run)" in res.stderr.splitlines()[-1]
+    fresh = read(tmp_path / "fresh")
+    assert len(fresh) == 120 and len({fresh[i] for i in range(3, 120, 10)}) > 1
+    # content keys: asked for, warned once, identical texts give identical outputs
     out = tmp_path / "out.csv"
-    res = run("privatize", src, "-o", out, "--spark", "-m", "madlib", "--embedding", emb, "-e", "2", "--seed", "9", "--column", "body")
+    res = run("privatize", src, "-o", out, "--spark", "-m", "madlib", "--embedding", emb, "-e", "2", "--seed", "9", "--column", "body", "--content-keys")
     assert res.exit_code == 0, res.output
     assert "rows keyed by their text" in res.stderr
-    got = spark.read.option("header", True).option("multiLine", True).option("escape", '"').csv(str(out)).toPandas()
-    got = dict(zip(got["id"].astype(int), got["body"]))
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")] == [
+        "warning: --content-keys: identical texts got identical outputs, which shows which rows were equal; each text keeps its guarantee, the table as a whole does not"
+    ]
+    got = read(out)
     texts = [r["text"] or "w0, with a comma" for r in records]
     mech = deniable.get_mechanism("madlib", load_embedding(emb), epsilon=2)
-    ref = privatize_keyed(mech, texts, None, seed=9, stream="body")
+    with pytest.warns(deniable.PrivacyWarning):
+        ref = privatize_keyed(mech, texts, seed=9, stream="body", content_keys=True)
     assert [got[r["id"]] for r in records] == ref
-    assert got[7] == got[3]  # content keys: identical texts, identical outputs
+    assert len({got[i] for i in range(3, 120, 10)}) == 1  # content keys: identical texts, identical outputs
 
 
 def test_max_nw_resolves_epsilon_on_the_driver(spark, emb, tmp_path):  # noqa: F811
@@ -120,7 +140,7 @@ def test_max_nw_resolves_epsilon_on_the_driver(spark, emb, tmp_path):  # noqa: F
     single = run("privatize", src, "-m", "madlib", "--embedding", emb, "--max-nw", "0.5", "--seed", "0", "--no-progress")
     assert single.exit_code == 0, single.output
     out = tmp_path / "out"
-    res = run("privatize", src, "-o", out, "--spark", "-m", "madlib", "--embedding", emb, "--max-nw", "0.5", "--seed", "0")
+    res = run("privatize", src, "-o", out, "--spark", "-m", "madlib", "--embedding", emb, "--max-nw", "0.5", "--seed", "0", "--content-keys")
     assert res.exit_code == 0, res.output
     def choice(r):  # the choice, without where its calibration came from (computed, then cached)
         return [ln.split(" estimator")[0] for ln in r.stderr.splitlines() if ln.startswith("epsilon chosen")]
@@ -129,7 +149,8 @@ def test_max_nw_resolves_epsilon_on_the_driver(spark, emb, tmp_path):  # noqa: F
     mech = deniable.get_mechanism("madlib", load_embedding(emb), max_n_w=0.5)
     assert f"madlib epsilon={mech.epsilon:.4g}" in res.stderr
     got = [r.value for r in spark.read.text(str(out)).collect()]
-    assert got == privatize_keyed(mech, lines, None, seed=0, stream="text")
+    with pytest.warns(deniable.PrivacyWarning):
+        assert got == privatize_keyed(mech, lines, seed=0, stream="text", content_keys=True)
 
 
 def _users(tmp_path):
@@ -193,6 +214,11 @@ def test_spark_data_errors_are_one_line_exit_1(spark, emb, tmp_path):  # noqa: F
         (["--spark", "--secure", "-o", "OUT"], "--secure"),
         (["--spark", "-o", "OUT", "INPUT"], "one INPUT"),
         (["--key", "id", "-o", "OUT"], "add --spark"),
+        (["--release-id", "t1", "-o", "OUT"], "add --spark"),
+        (["--content-keys", "-o", "OUT"], "add --spark"),
+        (["--spark", "--seed", "1", "-o", "OUT"], "--seed with --spark needs --key COLUMN"),
+        (["--spark", "--key", "id", "--content-keys", "-o", "OUT"], "cannot be combined with --key"),
+        (["--spark", "--key", "id", "--release-id", "", "-o", "OUT"], "needs a non-empty name"),
         (["--output-format", "csv", "-o", "OUT"], "add --spark"),
         (["--format", "parquet", "-o", "OUT"], "add --spark"),
         (["DIR", "-o", "OUT"], "is a directory"),

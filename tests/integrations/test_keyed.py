@@ -7,11 +7,13 @@ import pytest
 from scipy import stats
 
 import deniable
+from deniable.errors import PrivacyWarning
 from deniable.integrations.keyed import (
     key_bytes,
     keyed_bound_contributions,
     philox_key,
     privatize_keyed,
+    resolve_randomness,
     row_generator,
 )
 from deniable.text.privatize import privatize_texts
@@ -79,12 +81,69 @@ def test_rows_are_independent_of_their_batch_and_of_each_other():
     shuffled = np.random.default_rng(0).permutation(120)
     perm = privatize_keyed(mech, [texts[i] for i in shuffled], [keys[i] for i in shuffled], seed=1, stream="t")
     assert whole == parts == [perm[list(shuffled).index(i)] for i in range(120)]
-    # another seed or another stream: another draw
+    # another seed, stream or release identity: another draw
     assert whole != privatize_keyed(mech, texts, keys, seed=2, stream="t")
     assert whole != privatize_keyed(mech, texts, keys, seed=1, stream="u")
-    # content keys (keys=None): equal texts, equal outputs
-    same = privatize_keyed(mech, ["w1 w2 w3"] * 5, seed=1)
+    assert whole != privatize_keyed(mech, texts, keys, seed=1, stream="t", release_id="test")
+    named = privatize_keyed(mech, texts, keys, seed=1, stream="t", release_id="test")
+    assert named == _reference_release(mech, texts, keys, 1, "t", "test")
+
+
+def _reference_release(mech, texts, keys, seed, stream, release):
+    return [privatize_texts(mech, [t], rng=row_generator(seed, stream, k, release=release))[0] for t, k in zip(texts, keys)]
+
+
+def test_default_rows_are_independent_and_seeds_need_keys():
+    """No seed, no keys: a fresh secret per call, rows keyed by position, so equal texts get
+    independent outputs in one call and across calls. A seed without keys is refused; content
+    keys are opt-in and warned."""
+    mech = deniable.get_mechanism("madlib", random_embedding(40, 4), epsilon=0.5)
+    text = "w1 w2 w3 w4 w5 w6"
+    one = privatize_keyed(mech, [text] * 6)
+    assert len(set(one)) > 1  # equal texts, independent draws
+    assert one != privatize_keyed(mech, [text] * 6)  # another call, another secret
+    with pytest.raises(ValueError, match=r"seed=1 without row keys.*unique key"):
+        privatize_keyed(mech, [text], seed=1)
+    with pytest.warns(PrivacyWarning, match="content_keys=True keys each row by its text") as rec:
+        same = privatize_keyed(mech, [text] * 5, seed=1, content_keys=True)
+    assert rec[0].filename == __file__  # the warning names the caller's line
     assert len(set(same)) == 1
+    with pytest.raises(ValueError, match="cannot be combined with explicit keys"):
+        privatize_keyed(mech, [text], [0], content_keys=True)
+    with pytest.raises(ValueError, match="release_id must be a non-empty string"):
+        privatize_keyed(mech, [text], [0], seed=1, release_id="")
+    # a Generator is drawn from: reproducible from its seed, and successive calls differ
+    g = np.random.default_rng(3)
+    first, second = privatize_keyed(mech, [text] * 3, seed=g), privatize_keyed(mech, [text] * 3, seed=g)
+    assert first != second and first == privatize_keyed(mech, [text] * 3, seed=np.random.default_rng(3))
+
+
+def test_resolve_randomness_rule():
+    fresh = resolve_randomness(None, keyed=False)
+    assert fresh.keying == "position" and fresh.fresh and not fresh.reproducible
+    assert str(fresh.seed) not in repr(fresh)  # the secret is never shown
+    assert fresh.redrawn().seed != fresh.seed and fresh.seed != resolve_randomness(None, keyed=False).seed
+    fixed = resolve_randomness(7, keyed=True, release_id="train", stream="text")
+    assert fixed.keying == "explicit" and fixed.reproducible and fixed.redrawn() is fixed and fixed.release == ("train",)
+    with pytest.warns(PrivacyWarning):
+        assert resolve_randomness(7, keyed=False, content_keys=True).keying == "content"
+    with pytest.raises(ValueError, match="key=<id column>"):
+        resolve_randomness(7, keyed=False, key_hint="key=<id column>")
+    with pytest.raises(TypeError, match="content_keys must be True or False"):
+        resolve_randomness(None, keyed=False, content_keys="yes")
+    assert fixed.row_keys(["a", "b"], [5, 6]) == [5, 6]
+    assert fresh.row_keys(["a", "b"]) == [0, 1] and fresh.row_keys(["a", "b"], positions=[4, 9]) == [4, 9]
+    with pytest.raises(TypeError, match="keyed by their position"):
+        fresh.row_keys(["a"], [0])
+
+
+def test_release_identities_are_distinct():
+    """The release identity is length-prefixed: distinct identities, distinct Philox keys, and an
+    identity never collides with no identity."""
+    ids = [None, "a", "b", "ab", ("a", "b"), ("a", "bc"), ("ab", "c"), ("a", "b", "c")]
+    assert len({tuple(philox_key(0, "t", 1, release=r)) for r in ids}) == len(ids)
+    assert (philox_key(0, "t", 1, release="a") == philox_key(0, "t", 1, release=("a",))).all()
+    assert (philox_key(0, "t", 1) == philox_key(0, "t", 1, release=())).all()
 
 
 def test_key_canonical_forms():

@@ -24,27 +24,38 @@ def emb():
 
 
 def test_params_clone_and_random_state(emb):
-    t = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=0)
-    assert t.get_params()["epsilon"] == 2 and t.get_params()["random_state"] == 0
+    t = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=np.random.default_rng(0))
+    assert t.get_params()["epsilon"] == 2 and t.get_params()["content_keys"] is False
     c = clone(t).set_params(epsilon=5)
     assert c.epsilon == 5 and t.epsilon == 2
     texts = ["w1 w2 w3", None, "w4 W5"]
     a = t.fit_transform(texts)
     assert a[1] is None and a.dtype == object
-    assert list(a) == list(t.transform(texts))  # int: the same output at every call
-    assert a[0] == deniable.get_mechanism("madlib", emb, epsilon=2).privatize(["w1 w2 w3", "w4 W5"], rng=0)[0]
-    g = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=np.random.default_rng(0))
+    # a Generator is drawn from at each call: the same outputs for the same Generator seed
+    assert list(a) == list(PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=np.random.default_rng(0)).transform(texts))
     many = ["w1 w2 w3 w4 w5 w6"] * 3
-    assert list(g.transform(many)) != list(g.transform(many))  # a Generator is drawn from
+    assert list(t.transform(many)) != list(t.transform(many))
     rs = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=np.random.RandomState(1))
     assert list(rs.transform(many)) != list(rs.transform(many))
+    fresh = PrivatizeTransformer("madlib", epsilon=2, embedding=emb)
+    once = fresh.transform(many)
+    assert len(set(once)) > 1 and list(once) != list(fresh.transform(many))  # equal texts, independent draws
+    # an int would give row i of every call the same randomness: refused unless content keys are asked for
+    with pytest.raises(ValueError, match=r"random_state=0 would give row i of every transform call the same randomness"):
+        PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=0).fit(texts)
+    keyed = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=0, content_keys=True)
+    with pytest.warns(deniable.PrivacyWarning, match="content_keys"):
+        same = keyed.fit_transform(many + texts)
+    assert len(set(same[:3])) == 1
+    with pytest.warns(deniable.PrivacyWarning):
+        assert list(same) == list(keyed.transform(many + texts))  # content keys and an int: the same output at every call
 
 
 def test_in_a_pipeline_before_a_vectorizer(emb):
     rng = np.random.default_rng(0)
     X = [" ".join(rng.choice([f"w{i}" for i in range(20)], 6)) for _ in range(40)]
     y = [i % 2 for i in range(40)]
-    pipe = make_pipeline(PrivatizeTransformer("madlib", epsilon=50, embedding=emb, random_state=0), CountVectorizer(), LogisticRegression())
+    pipe = make_pipeline(PrivatizeTransformer("madlib", epsilon=50, embedding=emb), CountVectorizer(), LogisticRegression())
     pipe.fit(X, y)
     assert pipe.predict(X).shape == (40,)
     assert clone(pipe).get_params()["privatizetransformer__epsilon"] == 50
@@ -52,7 +63,7 @@ def test_in_a_pipeline_before_a_vectorizer(emb):
 
 def test_series_and_errors(emb):
     pd = pytest.importorskip("pandas")
-    t = PrivatizeTransformer("madlib", epsilon=2, embedding=emb, random_state=0)
+    t = PrivatizeTransformer("madlib", epsilon=2, embedding=emb)
     s = pd.Series(["w1", None], index=[7, 8], name="t")
     out = t.transform(s)
     assert isinstance(out, pd.Series) and out.index.tolist() == [7, 8] and out[8] is None

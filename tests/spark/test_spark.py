@@ -53,15 +53,18 @@ def test_privatize_column_equals_single_process_for_any_partitioning(spark, mech
 
 
 def test_retried_task_reproduces_its_output_even_without_a_seed(spark, mech, tmp_path):
+    """A task that fails after its first batch is retried and redraws exactly what it drew:
+    keyed by an id column (with or without a seed), and by default (a secret drawn once per
+    call on the driver, rows keyed by their position, recomputed on the same input)."""
     from pyspark import TaskContext
 
     from deniable.spark import privatize_column
 
     df = spark.createDataFrame(_rows(3000, seed=1), "id long, text string").repartition(3)
-    for seed in (5, None):
-        private = privatize_column(df, "text", mech, seed=seed)  # keyed on the text
+    for seed, key in ((5, "id"), (None, "id"), (None, None)):
+        private = privatize_column(df, "text", mech, seed=seed, key=key)
         clean = {r.id: r.text for r in private.collect()}
-        marker = tmp_path / f"failed-{seed}"
+        marker = tmp_path / f"failed-{seed}-{key}"
 
         def fail_once(batches, marker=str(marker)):
             ctx = TaskContext.get()
@@ -85,11 +88,24 @@ def test_nulls_empty_partitions_and_keys(spark, mech):
     ref = privatize_keyed(mech, [t for _, t in rows], [0 if i is None else i for i, _ in rows], seed=3, stream="text")
     assert got == {i: ref[j] for j, (i, _) in enumerate(rows)}
     assert got[2] is None and got[None] is None and got[5] == ""
-    # content keys (no key column): identical texts, identical outputs; another stream, another draw
-    both = privatize_column(df, "text", mech, seed=3, output_col="a")
-    both = privatize_column(both, "text", mech, seed=3, output_col="b", stream="other")
+    # content keys (opt-in, warned): identical texts, identical outputs; another stream, another draw
+    with pytest.warns(deniable.PrivacyWarning, match="content_keys"):
+        both = privatize_column(df, "text", mech, seed=3, output_col="a", content_keys=True)
+    with pytest.warns(deniable.PrivacyWarning):
+        both = privatize_column(both, "text", mech, seed=3, output_col="b", stream="other", content_keys=True)
     out = {r.id: (r.a, r.b) for r in both.collect()}
     assert out[1][0] == out[4][0]
+    with pytest.warns(deniable.PrivacyWarning):
+        ref = privatize_keyed(mech, ["w1 w2 w3"], seed=3, stream="other", content_keys=True)
+    assert out[1][1] == ref[0]
+    # a release identity separates two tables keyed by the same ids
+    named = {r.id: r.text for r in privatize_column(df, "text", mech, key="id", seed=3, release_id="t2").collect()}
+    assert named[1] == privatize_keyed(mech, ["w1 w2 w3"], [1], seed=3, stream="text", release_id="t2")[0]
+    # a seed without a key is refused on the driver, before any job
+    with pytest.raises(ValueError, match=r"seed=3 without row keys.*key=<id column>"):
+        privatize_column(df, "text", mech, seed=3)
+    with pytest.raises(ValueError, match="cannot be combined with explicit keys"):
+        privatize_column(df, "text", mech, key="id", content_keys=True)
     with pytest.raises(Exception, match="null in a row whose text is not null"):
         bad = spark.createDataFrame([(None, "w1")], "id long, text string")
         privatize_column(bad, "text", mech, key="id", seed=0).collect()
@@ -114,12 +130,13 @@ def test_privatize_column_validates_on_the_driver(spark, mech):
 def test_tasks_carry_a_few_hundred_bytes_not_the_embedding(spark):
     from pyspark import cloudpickle
 
+    from deniable.integrations.keyed import resolve_randomness
     from deniable.integrations.shipping import shipment_for
     from deniable.spark._udf import privatize_udf_function
 
     big = deniable.get_mechanism("madlib", random_embedding(20_000, 50), epsilon=3)  # ~4 MB of vectors
     ship = shipment_for(big)
-    fn = privatize_udf_function(ship, seed=0, stream="text", oov="unk", case="preserve", keyed=True)
+    fn = privatize_udf_function(ship, resolve_randomness(0, keyed=True, stream="text"), oov="unk", case="preserve", keyed=True)
     assert len(cloudpickle.dumps(fn)) < 20_000 < len(pickle.dumps(big)) // 100
     assert ship.nbytes > 4_000_000  # the vectors travel as a file, once per executor (the exact index keeps no copy: issue 18)
 

@@ -148,14 +148,16 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--column", default="text", show_default=True, help="Field (jsonl) or column (csv) holding the text.")
 @click.option("--oov", type=click.Choice(OOV_POLICIES), default="unk", show_default=True, help="Out-of-vocabulary words: privatize as UNK, drop, or keep verbatim (unsafe; warns).")
 @click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
-@click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary and the input words most likely to come back unchanged to stderr.")
+@click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary and the input words most likely to come back unchanged to stderr. Input-dependent (it names input words): keep it with the text's owner, never release it with the output.")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--device", default=None, metavar="DEVICE", help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"), tokenizing in worker processes. Default: the numpy backend.')
 @click.option("--spark", "use_spark", is_flag=True, help='Run on Spark (pip install "deniable[spark]"; master local[*] unless --master): INPUT is one Parquet/CSV/JSONL/txt file or directory of part files, -o the output directory.')
 @click.option("--master", default=None, metavar="URL", help="Spark master URL (local[4], spark://host:7077, yarn, ...); implies --spark.")
-@click.option("--key", "key", default=None, metavar="COLUMN", help="With --spark: the row key column (unique per row), so that with --seed each row's output depends only on (seed, column, key). Default: each row is keyed on its text (identical texts, identical outputs).")
+@click.option("--key", "key", default=None, metavar="COLUMN", help="With --spark: the row key column (unique per row), so that with --seed each row's output depends only on (seed, column, release id, key). Default: every row gets independent randomness under a fresh secret per run; --seed needs --key.")
+@click.option("--release-id", "release_id", default=None, metavar="NAME", help="With --spark: the release identity mixed into every row's randomness; give each table privatized with one --seed its own, so rows with equal keys in two tables do not share noise.")
+@click.option("--content-keys", "content_keys", is_flag=True, help="With --spark: key each row by its text (unsafe; warns): identical texts get identical outputs, which shows they were equal. Not with --key.")
 @click.option("--output-format", "output_format", type=click.Choice(SPARK_FORMATS), default=None, help="With --spark: output format (default: the input's).")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, output_format):
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, release_id, content_keys, output_format):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -183,10 +185,11 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     param_values = parse_params(params)
     if use_spark or master is not None:
         _check_spark_usage(inputs, output, master, secure, report, device, fmt)
+        _check_spark_keys(seed, key, release_id, content_keys)
         mech = build_targeted(build_mechanism, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress)
-        _privatize_spark(mech, inputs[0], output, master, fmt, output_format, column, key, seed, oov, case)
+        _privatize_spark(mech, inputs[0], output, master, fmt, output_format, column, key, seed, oov, case, release_id, content_keys)
         return
-    for name, value in (("--key", key), ("--output-format", output_format)):
+    for name, value in (("--key", key), ("--release-id", release_id), ("--content-keys", content_keys or None), ("--output-format", output_format)):
         if value is not None:
             raise click.BadParameter(f"{name} applies to Spark runs only; add --spark", param_hint=name)
     if fmt == "parquet":
@@ -255,16 +258,36 @@ def _check_spark_usage(inputs: tuple[str, ...], output: str, master: str | None,
     check_pyspark()
 
 
-def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: str | None, output_format: str | None, column: str, key: str | None, seed: int | None, oov: str, case: str) -> None:
+def _check_spark_keys(seed: int | None, key: str | None, release_id: str | None, content_keys: bool) -> None:
+    """Usage errors of the row keys of a Spark run (exit 2): the rule of
+    :func:`deniable.integrations.keyed.resolve_randomness`."""
+    if content_keys and key is not None:
+        raise click.BadParameter("--content-keys keys each row by its text; it cannot be combined with --key COLUMN", param_hint="--content-keys")
+    if seed is not None and key is None and not content_keys:
+        raise click.BadParameter(
+            "--seed with --spark needs --key COLUMN (a unique id per row) to reproduce a run; without a key, rows at the same "
+            "position of two runs with one seed would share their noise. Drop --seed for fresh randomness",
+            param_hint="--seed",
+        )
+    if release_id is not None and not release_id:
+        raise click.BadParameter("needs a non-empty name", param_hint="--release-id")
+
+
+def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: str | None, output_format: str | None, column: str, key: str | None, seed: int | None, oov: str, case: str, release_id: str | None = None, content_keys: bool = False) -> None:
     """``deniable privatize --spark``: :func:`deniable.spark.files.privatize_files` on the
     mechanism built (and its ε resolved from ``--max-nw``) on the driver."""
+    import warnings
+
+    from ..errors import PrivacyWarning
     from ..spark.files import detect_table_format, privatize_files
     from ._spark import SparkRun
 
     kind = detect_table_format(source, fmt)
-    with SparkRun(master) as run:
+    with SparkRun(master) as run, warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)  # --content-keys: reported below, as one line
         done = run.job(
-            privatize_files, source, output, mech, column=column, fmt=kind, output_format=output_format, spark=run.session, key=key, seed=seed, oov=oov, case=case
+            privatize_files, source, output, mech, column=column, fmt=kind, output_format=output_format, spark=run.session,
+            key=key, seed=seed, release_id=release_id, content_keys=content_keys, oov=oov, case=case,
         )
         where = run.session.sparkContext.master
     others = [c for c in done["columns"] if c != column]
@@ -272,7 +295,14 @@ def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: st
         click.echo(f"note: {source}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}", err=True)
     if oov == "keep":
         click.echo("warning: --oov keep copies out-of-vocabulary words verbatim, without privacy", err=True)
-    keyed = f"rows keyed by {key!r}" if key is not None else "rows keyed by their text (identical texts, identical outputs)"
+    if content_keys:
+        click.echo("warning: --content-keys: identical texts got identical outputs, which shows which rows were equal; each text keeps its guarantee, the table as a whole does not", err=True)
+    if key is not None:
+        keyed = f"rows keyed by {key!r}" + (f", release {release_id!r}" if release_id else "")
+    elif content_keys:
+        keyed = "rows keyed by their text (identical texts, identical outputs)"
+    else:
+        keyed = "every row drawn independently (a fresh secret for this run)"
     eps = f"epsilon={float(mech.epsilon):.4g}"
     choice = getattr(mech, "epsilon_choice", None)
     click.echo(f"{getattr(mech, 'name', type(mech).__name__)} {eps}: column {column!r} privatized on Spark ({where}), {keyed} -> {output} ({done['format']})", err=True)

@@ -1,42 +1,63 @@
-"""Keyed randomness: a row's privatized output depends only on (seed, stream, row key).
+"""Keyed randomness: every row of a release draws from its own generator.
 
 Distributed and parallel runs (Spark partitions, ``datasets.map`` workers, retried tasks) see the
-rows in batches that change from run to run. To give the same output for the same seed whatever
-the batching, every row draws from its own generator, derived from
+rows in batches that change from run to run. So that a row's draw does not depend on the batching,
+every row draws from its own generator, derived from
 
-* ``seed`` — an integer; with ``seed=None`` a fresh 128-bit secret is drawn from the OS once per
-  call (:func:`secret_seed`) and never returned, so the output is unpredictable yet a retried task
-  still reproduces what the first attempt drew (no second, independent sample of the same text);
-* ``stream`` — a label that separates independent uses of one seed (the column name by default in
-  the adapters): two columns privatized with the same seed and row keys must not share noise,
-  which would reveal differences between their words;
-* the row ``key`` — an integer, string or bytes (for instance an id column); when no key is given
-  the adapters key on the text itself, so identical texts get identical outputs.
+* ``seed`` — the release's secret: a fresh 128-bit secret from the OS (:func:`secret_seed`), drawn
+  for each release and never returned, unless the caller gives an integer seed;
+* ``stream`` — separates the columns of one release (the column name by default in the adapters);
+* ``release`` — the release identity: an explicit ``release_id=`` and, for Hugging Face datasets,
+  the split name; it separates releases made with one seed;
+* the row ``key`` — an integer, string or bytes.
 
-The generator is numpy's counter-based Philox-4x64 keyed by BLAKE2b-128(seed, stream, key)
-(:func:`philox_key`), counter at 0: distinct triples give distinct keys and so independent
-streams, the same triple the same stream. The words of one row then go through the mechanism exactly as
-:func:`deniable.text.privatize_texts` sends one text, so the output of a row equals
-``privatize_texts(mechanism, [text], rng=row_generator(seed, stream, key))`` — the single-process
-reference :func:`privatize_keyed` computes, with the nearest-neighbour searches of all rows of a
-batch done in one call.
+The generator is numpy's counter-based Philox-4x64 keyed by BLAKE2b-128(seed, stream, release,
+key) (:func:`philox_key`), counter at 0: distinct tuples give distinct keys and so independent
+streams, the same tuple the same stream. The words of one row then go through the mechanism exactly
+as :func:`deniable.text.privatize_texts` sends one text, so the output of a row equals
+``privatize_texts(mechanism, [text], rng=row_generator(seed, stream, key, release=release))``.
 
-Privacy: each row is privatized by the mechanism with fresh randomness, so the mechanism's
-guarantee holds per row as long as the seed is secret. Rows with equal keys share their
-randomness (by design: that is what makes retries safe); with content keys, repeated texts
-therefore give repeated outputs, which shows that the inputs were equal, and a seed known to an
-observer makes every output a deterministic function of the input: seeds are for experiments.
+**The rule every adapter follows** (:func:`resolve_randomness`, the one place it is decided):
+
+* By default (no seed, no key) each release draws a fresh secret seed and each row is keyed by its
+  position in the release, so every row of every release has independent randomness: identical
+  texts give independent outputs, and two releases share nothing.
+* An explicit row key (an id column, an index, a list of keys) makes a release reproducible when an
+  integer seed is given: the output then depends only on (seed, stream, release, key), whatever the
+  partitioning, batching or task retries. Two releases share a generator only if they are given
+  the same seed, stream, release identity and key — give each release its own ``release_id``.
+* An integer seed without a key is an error: keying the rows by their position under a seed the
+  caller reuses would give row *i* of two releases the same randomness (equal texts, equal
+  outputs). Pass a key, or no seed.
+* ``content_keys=True`` keys each row by its text, with a :class:`~deniable.errors.PrivacyWarning`:
+  identical texts then always give identical outputs and different outputs prove different
+  inputs. Each text keeps the mechanism's guarantee, but a table does not: of two neighbouring
+  tables (a, a) and (a, b), only the first gives two equal outputs with probability 1, so the
+  privacy loss of the table is unbounded. It is opt-in for data sets whose repeated texts must
+  not be re-sampled (a text repeated k times with independent keys composes to k·ε·d).
+
+Privacy: each row is privatized by the mechanism with its own randomness, so the mechanism's
+guarantee holds per row and rows compose (a table of rows that differ from a neighbouring table's
+in words x_i → x'_i is exp(ε·Σd(x_i, x'_i))-indistinguishable), as long as no two rows share a
+key under one secret. A seed known to an observer makes every output a deterministic function of
+the input: seeds are for experiments.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
 import secrets
+import sys
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..errors import PrivacyWarning
 from ..text.privatize import check_oov, privatize_texts
 
 __all__ = [
@@ -45,7 +66,12 @@ __all__ = [
     "key_bytes",
     "philox_key",
     "row_generator",
+    "RowRandomness",
+    "resolve_randomness",
+    "check_release_id",
+    "CONTENT_KEYS_WARNING",
     "privatize_keyed",
+    "privatize_rows",
     "is_null",
     "NGRAM_STREAM",
     "bound_user_row",
@@ -96,27 +122,195 @@ def key_bytes(key: Any) -> bytes:
     )
 
 
-def _prefix(seed: int, stream: str) -> bytes:
+def check_release_id(release: Any) -> tuple[str, ...]:
+    """The release identity as a tuple of non-empty strings (``None`` / ``()``: none)."""
+    if release is None:
+        return ()
+    parts = (release,) if isinstance(release, str) else release
+    if not isinstance(parts, tuple) or not all(isinstance(p, str) for p in parts):
+        raise TypeError(f"release_id must be a string (or None), got {type(release).__name__} {release!r}")
+    if any(not p for p in parts):
+        raise ValueError("release_id must be a non-empty string (or None)")
+    return parts
+
+
+def _prefix(seed: int, stream: str, release: tuple[str, ...] = ()) -> bytes:
     if not isinstance(stream, str):
         raise TypeError(f"stream must be a string, got {type(stream).__name__}")
     sb = seed.to_bytes(max(16, (seed.bit_length() + 7) // 8), "little")
     st = stream.encode("utf-8", "surrogatepass")
-    return _DOMAIN + len(sb).to_bytes(4, "little") + sb + len(st).to_bytes(4, "little") + st
+    out = _DOMAIN + len(sb).to_bytes(4, "little") + sb + len(st).to_bytes(4, "little") + st
+    if release:
+        # 0xff is no key tag, so a prefix with a release never equals one without; the parts are
+        # counted and length-prefixed, so distinct identities give distinct bytes
+        out += b"\xff" + len(release).to_bytes(4, "little")
+        for part in release:
+            pb = part.encode("utf-8", "surrogatepass")
+            out += len(pb).to_bytes(4, "little") + pb
+    return out
 
 
-def philox_key(seed: int, stream: str, key: Any, *, _prefix_bytes: bytes | None = None) -> np.ndarray:
-    """The 128-bit Philox key of a row: BLAKE2b-128 of (seed, stream, canonical key), as two
-    uint64 words."""
-    pre = _prefix(seed, stream) if _prefix_bytes is None else _prefix_bytes
+def philox_key(seed: int, stream: str, key: Any, *, release: Any = None, _prefix_bytes: bytes | None = None) -> np.ndarray:
+    """The 128-bit Philox key of a row: BLAKE2b-128 of (seed, stream, release identity, canonical
+    key), as two uint64 words. ``release`` is ``None`` (none), a string or a tuple of strings."""
+    pre = _prefix(seed, stream, check_release_id(release)) if _prefix_bytes is None else _prefix_bytes
     digest = hashlib.blake2b(pre + key_bytes(key), digest_size=16).digest()
     return np.frombuffer(digest, dtype="<u8").astype(np.uint64)
 
 
-def row_generator(seed: int, stream: str, key: Any) -> np.random.Generator:
+def row_generator(seed: int, stream: str, key: Any, *, release: Any = None) -> np.random.Generator:
     """The generator of one row: Philox-4x64 (counter-based), keyed by :func:`philox_key`,
-    counter starting at 0. Distinct (seed, stream, key) give distinct keys (up to a 2^-128
-    hash collision), hence independent streams; the same triple gives the same stream."""
-    return np.random.Generator(np.random.Philox(key=philox_key(seed, stream, key)))
+    counter starting at 0. Distinct (seed, stream, release, key) give distinct keys (up to a
+    2^-128 hash collision), hence independent streams; the same tuple gives the same stream."""
+    return np.random.Generator(np.random.Philox(key=philox_key(seed, stream, key, release=release)))
+
+
+# -- the rule: which randomness the rows of a release draw from --------------------------------
+
+#: Keying modes of :class:`RowRandomness`.
+EXPLICIT, CONTENT, POSITION = "explicit", "content", "position"
+
+#: The :class:`~deniable.errors.PrivacyWarning` text of ``content_keys=True``.
+CONTENT_KEYS_WARNING = (
+    "content_keys=True keys each row by its text: identical texts always get identical outputs and "
+    "different outputs prove different inputs, so an observer learns which rows were equal. Each text "
+    "keeps the mechanism's guarantee, the table as a whole does not (its privacy loss is unbounded); "
+    "leave content_keys off for independent randomness per row"
+)
+
+
+@dataclass(frozen=True)
+class RowRandomness:
+    """The randomness of one release, as :func:`resolve_randomness` decides it: row *r* draws from
+    ``row_generator(seed, stream, key_r, release=release)``.
+
+    ``keying`` says where the row keys come from: ``"explicit"`` (the caller's keys),
+    ``"content"`` (each row's text) or ``"position"`` (each row's position in the release).
+    ``fresh`` is True when the seed is a secret drawn from the OS here rather than the caller's;
+    the seed is never shown by ``repr``. :meth:`redrawn` gives the same settings with a new
+    secret (what an adapter does for each release when the caller gave no seed).
+    """
+
+    seed: int = field(repr=False)
+    stream: str
+    release: tuple[str, ...]
+    keying: str
+    fresh: bool
+
+    @property
+    def reproducible(self) -> bool:
+        """True when the seed came from the caller (an int, or drawn from the caller's Generator),
+        so the same calls give the same outputs."""
+        return not self.fresh
+
+    def redrawn(self) -> RowRandomness:
+        """The same settings with a new secret seed when the seed is fresh; ``self`` otherwise."""
+        return dataclasses.replace(self, seed=secret_seed()) if self.fresh else self
+
+    def row_keys(self, texts: Sequence[Any], keys: Sequence[Any] | None = None, positions: Sequence[Any] | None = None) -> list[Any]:
+        """The key of each row: ``keys`` (explicit), the texts (content) or ``positions``
+        (default ``0, 1, ...``; they must be unique within the release)."""
+        if self.keying == EXPLICIT:
+            if keys is None:
+                raise TypeError("these rows are keyed explicitly: pass their keys")
+            out = list(keys)
+            if len(out) != len(texts):
+                raise ValueError(f"keys has {len(out)} entries but there are {len(texts)} texts")
+            return out
+        if keys is not None:
+            raise TypeError(f"explicit keys were given, but these rows are keyed by their {self.keying}")
+        if self.keying == CONTENT:
+            return list(texts)
+        out = list(range(len(texts)) if positions is None else positions)
+        if len(out) != len(texts):
+            raise ValueError(f"positions has {len(out)} entries but there are {len(texts)} texts")
+        return out
+
+    def prefix(self) -> bytes:
+        """The bytes every row key of this release is hashed after."""
+        return _prefix(self.seed, self.stream, self.release)
+
+
+def _seed_from_generator(gen: np.random.Generator) -> int:
+    hi, lo = gen.integers(0, np.iinfo(np.uint64).max, size=2, dtype=np.uint64, endpoint=True)
+    return (int(hi) << 64) | int(lo)
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside the deniable package, seen from the function
+    that calls this one (so a warning names the user's line, whichever adapter raised it)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame = sys._getframe(2)
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def resolve_randomness(
+    seed: Any = None,
+    *,
+    keyed: bool,
+    content_keys: bool = False,
+    release_id: Any = None,
+    stream: str = "",
+    key_hint: str = "keys=[one per text]",
+) -> RowRandomness:
+    """Decide the randomness of one release (the rule of this module, for every adapter).
+
+    * ``seed=None``: a fresh 128-bit secret (:func:`secret_seed`) for this release; a
+      ``numpy.random.Generator`` is drawn from (128 bits) instead, so successive releases differ
+      and a seeded Generator reproduces a sequence of calls.
+    * ``keyed`` (the caller gave row keys): rows are keyed by them; with an integer ``seed`` the
+      release is reproducible.
+    * ``content_keys=True`` (not with ``keyed``): rows are keyed by their text; warns with
+      :class:`~deniable.errors.PrivacyWarning` (:data:`CONTENT_KEYS_WARNING`).
+    * otherwise rows are keyed by their position in the release; an integer ``seed`` is then a
+      ``ValueError`` (a seed reused for two releases would give their rows at the same position
+      the same randomness).
+
+    Parameters
+    ----------
+    seed
+        ``None``, a non-negative integer or a ``numpy.random.Generator``.
+    keyed
+        Whether the caller gave explicit row keys.
+    content_keys
+        Key each row by its text (opt-in; see the warning).
+    release_id
+        The release identity (a non-empty string or ``None``; adapters may pass a tuple of
+        strings, such as ``(release_id, split)``), hashed into every row's key.
+    stream
+        Separates the columns of one release (the column name in the adapters).
+    key_hint
+        How the adapter's caller gives keys (named in the error message).
+    """
+    if not isinstance(content_keys, (bool, np.bool_)):
+        raise TypeError(f"content_keys must be True or False, got {content_keys!r}")
+    if content_keys and keyed:
+        raise ValueError(f"content_keys=True keys each row by its text; it cannot be combined with explicit keys ({key_hint}): choose one")
+    release = check_release_id(release_id)
+    if not isinstance(stream, str):
+        raise TypeError(f"stream must be a string, got {type(stream).__name__}")
+    fresh = False
+    if isinstance(seed, np.random.Generator):
+        value = _seed_from_generator(seed)
+    else:
+        checked = check_seed(seed)
+        if checked is not None and not keyed and not content_keys:
+            raise ValueError(
+                f"seed={checked} without row keys: keyed by position, row i of every release made with this seed would share "
+                f"its randomness (equal texts, equal outputs). Give each row a unique key ({key_hint}) to make the release "
+                "reproducible (and each release its own release_id), or leave the seed out for fresh randomness per release "
+                "(content_keys=True keys rows by their text instead: identical texts, identical outputs)"
+            )
+        fresh = checked is None
+        value = secret_seed() if checked is None else checked
+    if content_keys:
+        warnings.warn(CONTENT_KEYS_WARNING, PrivacyWarning, stacklevel=_caller_level())
+    keying = EXPLICIT if keyed else (CONTENT if content_keys else POSITION)
+    return RowRandomness(value, stream, release, keying, fresh)
 
 
 class _Rekeyable:
@@ -296,21 +490,31 @@ def privatize_keyed(
     texts: Sequence[Any],
     keys: Sequence[Any] | None = None,
     *,
-    seed: int | None,
+    seed: Any = None,
     stream: str = "",
+    release_id: str | None = None,
+    content_keys: bool = False,
     oov: str = "unk",
     case: str = "preserve",
     stats: dict[str, int] | None = None,
 ) -> list[str | None]:
-    """Privatize each text with its own generator ``row_generator(seed, stream, key)``.
+    """Privatize each text with its own generator, one call being one release.
 
-    The single-process reference of the distributed paths: for the same ``seed``, ``stream`` and
-    keys, :func:`deniable.spark.privatize_column`, :func:`deniable.integrations.pandas.privatize_series`
-    (with ``key=``) and the ``datasets`` helper give exactly these outputs, whatever the batching.
+    The single-process reference of the distributed paths: for the same ``seed``, ``stream``,
+    ``release_id`` and keys, :func:`deniable.spark.privatize_column`,
+    :func:`deniable.integrations.pandas.privatize_series` and the ``datasets`` helper (all with
+    a key) give exactly these outputs, whatever the batching.
+
+    Randomness (:func:`resolve_randomness`): without ``keys`` and ``seed`` (the default) each call
+    draws a fresh secret and keys the rows by position, so every row is independent of every
+    other row of this and any other call. With ``keys`` and an integer ``seed`` the output is
+    reproducible: row *r* draws from ``row_generator(seed, stream, keys[r], release=release_id)``.
+    A seed without keys raises ``ValueError``; ``content_keys=True`` keys rows by their text
+    (identical texts, identical outputs; warns).
 
     Guarantee: the mechanism's own (``mechanism.guarantee``) for each text, with the layout and
-    case patterns released as in :func:`deniable.text.privatize_texts`; rows with equal keys share
-    their randomness (see the module docstring).
+    case patterns released as in :func:`deniable.text.privatize_texts`; rows with distinct keys
+    under one secret have independent randomness, so the guarantees of rows compose.
 
     Parameters
     ----------
@@ -319,11 +523,19 @@ def privatize_keyed(
     texts
         Strings; ``None`` / NaN entries stay ``None`` and draw nothing.
     keys
-        One row key per text (integers, strings or bytes); ``None`` keys each row on its text.
+        One row key per text (integers, strings or bytes), unique per row for independent draws;
+        ``None``: keyed by position (or by text with ``content_keys=True``).
     seed
-        Non-negative integer; ``None`` draws a fresh secret seed (not reproducible).
+        ``None`` (a fresh secret per call), a non-negative integer (reproducible; needs ``keys``
+        or ``content_keys``) or a ``numpy.random.Generator`` (drawn from).
     stream
-        Separates independent uses of one seed (the adapters pass the column name).
+        Separates the columns of one release (the adapters pass the column name).
+    release_id
+        The release identity: separates releases made with one seed (e.g. ``"train"``,
+        ``"test"``).
+    content_keys
+        Key each row by its text. Opt-in: identical texts then give identical outputs, which
+        shows that they were equal (a :class:`~deniable.errors.PrivacyWarning` says so).
     oov, case
         As in :func:`deniable.text.privatize_texts`.
     stats
@@ -335,16 +547,32 @@ def privatize_keyed(
         The privatized texts, ``None`` where the input was missing.
     """
     check_oov(oov)
-    seed = check_seed(seed)
-    if seed is None:
-        seed = secret_seed()
+    randomness = resolve_randomness(seed, keyed=keys is not None, content_keys=content_keys, release_id=release_id, stream=stream)
     texts = list(texts)
-    if keys is None:
-        key_list: list[Any] = texts
-    else:
-        key_list = list(keys)
-        if len(key_list) != len(texts):
-            raise ValueError(f"keys has {len(key_list)} entries but there are {len(texts)} texts")
+    return privatize_rows(mechanism, texts, randomness.row_keys(texts, keys), randomness, oov=oov, case=case, stats=stats)
+
+
+def privatize_rows(
+    mechanism: Any,
+    texts: Sequence[Any],
+    keys: Sequence[Any],
+    randomness: RowRandomness,
+    *,
+    oov: str = "unk",
+    case: str = "preserve",
+    stats: dict[str, int] | None = None,
+) -> list[str | None]:
+    """Privatize ``texts[r]`` with ``row_generator(seed, stream, keys[r], release=release)`` of
+    ``randomness`` (resolved by :func:`resolve_randomness`), the nearest-neighbour searches of all
+    rows batched. What :func:`privatize_keyed` and the adapters run once the keys are known;
+    ``keys`` has one key per text (ignored where the text is missing)."""
+    check_oov(oov)
+    if not isinstance(randomness, RowRandomness):
+        raise TypeError(f"randomness must be a RowRandomness (from resolve_randomness), got {type(randomness).__name__}")
+    texts = list(texts)
+    key_list = list(keys)
+    if len(key_list) != len(texts):
+        raise ValueError(f"keys has {len(key_list)} entries but there are {len(texts)} texts")
     rows = []
     for i, t in enumerate(texts):
         if is_null(t):
@@ -359,9 +587,9 @@ def privatize_keyed(
     if not rows:
         return out
     batch = [texts[i] for i in rows]
+    pre = randomness.prefix()
     try:
-        pre = _prefix(seed, stream)
-        keys = [philox_key(seed, stream, key_list[i], _prefix_bytes=pre) for i in rows]
+        philox = [philox_key(randomness.seed, randomness.stream, key_list[i], _prefix_bytes=pre) for i in rows]
     except (TypeError, ValueError) as exc:
         bad = next(i for i in rows if not _valid_key(key_list[i]))
         raise type(exc)(f"row {bad}: {exc}") from None
@@ -374,7 +602,7 @@ def privatize_keyed(
         while stop < len(batch) and (stop == start or words + counts[stop] <= _GROUP_WORDS):
             words += counts[stop]
             stop += 1
-        sampler = _KeyedSampler(mechanism, counts[start:stop], keys[start:stop])
+        sampler = _KeyedSampler(mechanism, counts[start:stop], philox[start:stop])
         new = privatize_texts(sampler, batch[start:stop], rng=_UNUSED_RNG, oov=oov, case=case, stats=stats)
         for i, t in zip(rows[start:stop], new):
             out[i] = t

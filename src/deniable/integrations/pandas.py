@@ -8,8 +8,12 @@ Example::
     from deniable.integrations.pandas import privatize_series, privatize_frame
 
     s = pd.Series(["The quick brown fox", None, "jumps over"], name="text")
-    privatize_series(s, "madlib", epsilon=10, rng=0)            # NaN/None stay missing
-    privatize_frame(df, "text", "madlib", epsilon=10, key="id", rng=0, output_col="private")
+    privatize_series(s, "madlib", epsilon=10)          # fresh randomness; NaN/None stay missing
+    privatize_frame(df, "text", "madlib", epsilon=10, key="id", rng=0, output_col="private")  # reproducible
+
+Randomness follows :func:`deniable.integrations.keyed.resolve_randomness`: each call is one
+release with its own fresh secret and every row its own generator, unless an int seed and a
+``key`` make it reproducible.
 """
 
 from __future__ import annotations
@@ -19,10 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from .._rng import RNGLike, as_generator
-from ..text.privatize import check_oov, privatize_texts
+from ..text.privatize import check_oov
 from ._common import as_mechanism, require
-from .keyed import check_seed, is_null, key_bytes, privatize_keyed
+from .keyed import EXPLICIT, is_null, key_bytes, privatize_rows, resolve_randomness
 
 __all__ = ["privatize_series", "privatize_frame"]
 
@@ -80,9 +83,11 @@ def privatize_series(
     *,
     epsilon: float | None = None,
     embedding: Any = None,
-    rng: RNGLike = None,
+    rng: Any = None,
     key: Any = None,
     stream: str | None = None,
+    release_id: str | None = None,
+    content_keys: bool = False,
     oov: str = "unk",
     case: str = "preserve",
     **params: Any,
@@ -103,17 +108,26 @@ def privatize_series(
         A mechanism name (then ``epsilon`` is required; ``embedding`` is an Embedding or a file
         path, default the bundled one; ``**params`` are the mechanism's) or a Mechanism.
     rng
-        Without ``key``: a Generator, an int seed or None (one generator for the whole series,
-        rows in order — the same outputs as ``mechanism.privatize(list_of_texts, rng)``).
-        With ``key``: an int seed or None; each row then uses its own keyed generator
-        (:mod:`deniable.integrations.keyed`) and gives the same output as
-        :func:`deniable.spark.privatize_column` with that seed and key.
+        ``None`` (default): a fresh secret for this call, every row its own generator keyed by
+        its position, so every row of every call is independent. An int seed makes the output
+        reproducible and needs ``key`` (or ``content_keys``): each row then draws from
+        ``row_generator(seed, stream, key, release=release_id)``
+        (:mod:`deniable.integrations.keyed`), the same output as
+        :func:`deniable.spark.privatize_column` with that seed, key and release. A
+        ``numpy.random.Generator`` is drawn from (128 bits per call), so successive calls differ.
     key
         ``None``, ``"index"`` (the series index), or one key per row (integers, strings or
-        bytes; a Series must share the index).
+        bytes; a Series must share the index), unique per row.
     stream
-        Keyed mode only: separates uses of one seed; default the series name (as Spark's default
-        is the column name), ``""`` when it has none.
+        Separates the columns of one release; default the series name (as Spark's default is
+        the column name), ``""`` when it has none.
+    release_id
+        The release identity, hashed into every row's key: give each release made with one seed
+        its own (``"train"``, ``"test"``), so rows with equal keys in two releases do not share
+        their randomness.
+    content_keys
+        Key each row by its text (opt-in, warns): identical texts then get identical outputs,
+        which shows they were equal. Each text keeps its guarantee; the series as a whole does not.
     oov, case
         As in :func:`deniable.text.privatize_texts`.
 
@@ -127,23 +141,14 @@ def privatize_series(
         raise TypeError(f"series must be a pandas Series, got {type(series).__name__}; for a DataFrame use privatize_frame(df, column, ...)")
     check_oov(oov)
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
+    if stream is None:
+        stream = series.name if isinstance(series.name, str) else ""
+    randomness = resolve_randomness(
+        rng, keyed=key is not None, content_keys=content_keys, release_id=release_id, stream=stream,
+        key_hint="key='index', one key per row or, in privatize_frame, an id column",
+    )
     rows, texts = _texts(series)
-    if key is None:
-        if stream is not None:
-            raise TypeError("stream applies only with key=... (keyed randomness)")
-        gen = as_generator(rng)
-        new: list[str] = []
-        start = chars = 0
-        for j, t in enumerate(texts):
-            chars += len(t)
-            if chars >= _BATCH_CHARS:
-                new.extend(privatize_texts(mech, texts[start : j + 1], rng=gen, oov=oov, case=case))
-                start, chars = j + 1, 0
-        new.extend(privatize_texts(mech, texts[start:], rng=gen, oov=oov, case=case))
-    else:
-        if rng is not None and not isinstance(rng, (int, np.integer)):
-            raise TypeError(f"with key=..., rng must be an int seed or None (each row gets its own generator), got {type(rng).__name__}")
-        seed = check_seed(rng)
+    if randomness.keying == EXPLICIT:
         keys = _keys(series, key)
         for i in rows:
             k = keys[i]
@@ -153,20 +158,16 @@ def privatize_series(
                 key_bytes(k)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"{_label(series.index, i)}: {exc}") from None
-        if stream is None:
-            stream = series.name if isinstance(series.name, str) else ""
-        new = []
-        start = chars = 0
         row_keys = [keys[i] for i in rows]
-        if seed is None:
-            from .keyed import secret_seed
-
-            seed = secret_seed()
-        for j, t in enumerate(texts):
-            chars += len(t)
-            if chars >= _BATCH_CHARS or j == len(texts) - 1:
-                new.extend(privatize_keyed(mech, texts[start : j + 1], row_keys[start : j + 1], seed=seed, stream=stream, oov=oov, case=case))  # type: ignore[arg-type]
-                start, chars = j + 1, 0
+    else:
+        row_keys = randomness.row_keys(texts, positions=rows)  # the texts, or the row positions
+    new: list[str | None] = []
+    start = chars = 0
+    for j, t in enumerate(texts):
+        chars += len(t)
+        if chars >= _BATCH_CHARS or j == len(texts) - 1:
+            new.extend(privatize_rows(mech, texts[start : j + 1], row_keys[start : j + 1], randomness, oov=oov, case=case))
+            start, chars = j + 1, 0
     out = series.astype(object).copy()
     if rows:
         out.iloc[rows] = new
@@ -186,9 +187,11 @@ def privatize_frame(
 ) -> Any:
     """A copy of ``df`` with ``column`` privatized (into ``output_col``, default in place).
 
-    ``key`` is a column name whose values key each row's randomness, or ``"index"``; the other
-    keyword arguments are those of :func:`privatize_series` (``epsilon``, ``rng``, ``oov``, ...).
-    The default ``stream`` is the column name, as in :func:`deniable.spark.privatize_column`.
+    ``key`` is a column name whose values key each row's randomness (unique per row), or
+    ``"index"``; the other keyword arguments are those of :func:`privatize_series` (``epsilon``,
+    ``rng``, ``release_id``, ``content_keys``, ``oov``, ...). The default ``stream`` is the column
+    name, as in :func:`deniable.spark.privatize_column`. Without ``rng`` every call is a fresh
+    release; an int ``rng`` needs ``key``.
     """
     pd = _pd()
     if not isinstance(df, pd.DataFrame):
@@ -199,8 +202,7 @@ def privatize_frame(
         if key not in df.columns:
             raise KeyError(f"no key column {key!r} in the DataFrame (columns: {', '.join(map(str, df.columns))})")
         key = df[key]
-    if "stream" not in kwargs and key is not None:
-        kwargs["stream"] = str(column)
+    kwargs.setdefault("stream", str(column))
     out = df.copy()
     out[column if output_col is None else output_col] = privatize_series(df[column], mechanism, key=key, **kwargs)
     return out

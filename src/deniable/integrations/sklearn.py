@@ -9,9 +9,12 @@ Example::
     from sklearn.linear_model import LogisticRegression
     from deniable.integrations.sklearn import PrivatizeTransformer
 
-    pipe = make_pipeline(PrivatizeTransformer("madlib", epsilon=10, random_state=0),
+    pipe = make_pipeline(PrivatizeTransformer("madlib", epsilon=10),
                          TfidfVectorizer(), LogisticRegression())
     pipe.fit(train_texts, train_labels)
+
+Every ``transform`` call is one release with its own fresh randomness per row
+(:func:`deniable.integrations.keyed.resolve_randomness`).
 """
 
 from __future__ import annotations
@@ -59,8 +62,10 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
     index).
 
     Guarantee: the mechanism's (ε·d-privacy per word, see ``mechanism.guarantee``) for every text
-    passed to ``transform``; each call draws fresh noise, so transforming the same texts twice
-    releases two samples (their guarantees add up), unless ``random_state`` is an int.
+    passed to ``transform``, and the rows' guarantees compose: every row of every call draws
+    independent randomness (a fresh secret per call, each row its own generator keyed by its
+    position), so transforming the same texts twice releases two samples (their guarantees add
+    up), and equal texts in one call or in two calls (train and test) get independent outputs.
 
     Parameters
     ----------
@@ -78,10 +83,19 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
     oov, case
         As in :func:`deniable.text.privatize_texts`.
     random_state
-        scikit-learn's convention: an int gives the same output at every ``transform`` call (for
-        experiments only); a ``numpy.random.Generator`` or a legacy ``RandomState`` instance is
-        drawn from, so successive calls differ; ``None`` draws fresh OS entropy at each call
-        (numpy's global state is never used).
+        ``None`` (default) draws a fresh OS secret at each call; a ``numpy.random.Generator`` or
+        a legacy ``RandomState`` instance is drawn from (128 bits per call), so successive calls
+        differ and a seeded one reproduces a sequence of calls (``sklearn.clone`` copies it, so
+        clones repeat that sequence). An int is accepted only with ``content_keys=True``: an
+        int would otherwise give row *i* of every call the same randomness. numpy's global
+        state is never used.
+    content_keys
+        Key each row by its text (opt-in, warns at ``transform``): identical texts then always
+        get identical outputs — with an int ``random_state``, the same output at every call —
+        which shows that they were equal. Each text keeps its guarantee; a data set does not.
+    release_id
+        A release identity hashed into every row's key (with ``content_keys`` and an int
+        ``random_state``: separates two uses of one seed).
     """
 
     def __init__(
@@ -94,6 +108,8 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
         oov: str = "unk",
         case: str = "preserve",
         random_state: Any = None,
+        content_keys: bool = False,
+        release_id: str | None = None,
     ) -> None:
         self.mechanism = mechanism
         self.epsilon = epsilon
@@ -102,13 +118,15 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
         self.oov = oov
         self.case = case
         self.random_state = random_state
+        self.content_keys = content_keys
+        self.release_id = release_id
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.requires_fit = False
         tags.input_tags.two_d_array = False
         tags.input_tags.string = True
-        tags.non_deterministic = self.random_state is None or not isinstance(self.random_state, (int, np.integer))
+        tags.non_deterministic = not (self.content_keys and isinstance(self.random_state, (int, np.integer)))
         return tags
 
     def _mechanism(self) -> Any:
@@ -130,24 +148,45 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
                         _BUILT.popitem(last=False)
         return mech
 
-    def _generator(self) -> np.random.Generator:
+    def _seed(self) -> Any:
+        """``random_state`` as :func:`~deniable.integrations.keyed.resolve_randomness` takes it."""
         rs = self.random_state
         if isinstance(rs, np.random.RandomState):
             return np.random.default_rng(rs.randint(0, 2**32, size=4, dtype=np.uint64))
-        from .._rng import as_generator
+        if rs is None or isinstance(rs, np.random.Generator):
+            return rs
+        if isinstance(rs, (int, np.integer)) and not isinstance(rs, (bool, np.bool_)):
+            if not self.content_keys:
+                raise ValueError(
+                    f"random_state={rs} would give row i of every transform call the same randomness (the rows of "
+                    "fit_transform(train) and transform(test) at one position would share it: equal texts, equal outputs). "
+                    "Use random_state=None (fresh per call) or a numpy Generator such as np.random.default_rng(0) "
+                    "(drawn from at each call: reproducible, and successive calls differ); content_keys=True with an int "
+                    "keys each row by its text instead (identical texts, identical outputs)"
+                )
+            return int(rs)
+        raise TypeError(f"random_state must be None, a numpy Generator, a RandomState or (with content_keys=True) an int, got {type(rs).__name__}")
 
-        return as_generator(rs)
+    def _check(self) -> None:
+        from .keyed import check_release_id
+
+        if not isinstance(self.content_keys, (bool, np.bool_)):
+            raise TypeError(f"content_keys must be True or False, got {self.content_keys!r}")
+        check_release_id(self.release_id)
+        if isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, (bool, np.bool_)):
+            self._seed()
 
     def fit(self, X: Any, y: Any = None) -> PrivatizeTransformer:
         """Check the parameters (building the mechanism once); learns nothing from ``X``."""
+        self._check()
         self._mechanism()
         return self
 
     def transform(self, X: Any) -> Any:
         """Privatized texts: an object array (or a Series for a Series input)."""
-        from ..text.privatize import privatize_texts
-        from .keyed import is_null
+        from .keyed import is_null, privatize_rows, resolve_randomness
 
+        self._check()
         mech = self._mechanism()
         if isinstance(X, str):
             raise TypeError("X must be a 1-D collection of texts, got a single string; wrap it in a list")
@@ -166,8 +205,9 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
             rows.append(i)
             texts.append(v)
         out = values.copy()
+        randomness = resolve_randomness(self._seed(), keyed=False, content_keys=bool(self.content_keys), release_id=self.release_id, stream="")
         if texts:
-            new = privatize_texts(mech, texts, rng=self._generator(), oov=self.oov, case=self.case)
+            new = privatize_rows(mech, texts, randomness.row_keys(texts, positions=rows), randomness, oov=self.oov, case=self.case)
             for i, t in zip(rows, new):
                 out[i] = t
         if is_series:

@@ -14,9 +14,11 @@ executors. An adapter only: every text goes through the same core as on one mach
   single-machine counting returns (save it with :func:`deniable.ngrams.io.save_counts` for
   ``deniable ngrams release``). The release itself runs on the driver.
 
-Reproducibility: with a ``seed``, a row's output depends only on (seed, stream, row key) — never
-on partitions, executors or task retries (a retried task redraws exactly what the failed attempt
-drew). See docs/spark.md.
+Randomness (:func:`deniable.integrations.keyed.resolve_randomness`): each ``privatize_column``
+call draws a fresh secret on the driver and every row its own generator, so every row of every
+call is independent. With a ``key`` column and a ``seed`` a row's output depends only on (seed,
+stream, release, row key) — never on partitions, executors or task retries (a retried task
+redraws exactly what the failed attempt drew). See docs/spark.md.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 from typing import Any
 
 from ..integrations._common import as_mechanism, for_workers, require
-from ..integrations.keyed import check_bounds, check_seed, secret_seed
+from ..integrations.keyed import CONTENT, POSITION, check_bounds, check_seed, resolve_randomness, secret_seed
 from ..integrations.shipping import Shipment, pack, shipment_for
 from ..text.privatize import check_case, check_oov
 
@@ -78,6 +80,8 @@ def privatize_column(
     case: str = "preserve",
     seed: int | None = None,
     stream: str | None = None,
+    release_id: str | None = None,
+    content_keys: bool = False,
     **params: Any,
 ) -> Any:
     """Privatize the text column ``column`` of a Spark DataFrame, word by word.
@@ -86,14 +90,19 @@ def privatize_column(
     words of a text) for every row, as on one machine; layout and case patterns are released as
     in :func:`deniable.text.privatize_texts`. Nulls stay null and draw nothing.
 
-    Randomness: row ``r`` draws from ``row_generator(seed, stream, key_r)``
-    (:mod:`deniable.integrations.keyed`), so with a seed its output depends only on the seed, the
-    stream and its key — the same for any partitioning, executor count or task retry, and equal
-    to :func:`deniable.integrations.keyed.privatize_keyed` on one machine. ``key`` names the key
-    column; without it each row is keyed on its text, so identical texts get identical outputs
-    (which shows they were equal; it also means a text repeated many times is sampled once, not
-    averaged over). With ``seed=None`` a 128-bit secret seed is drawn on the driver for this call
-    only: unpredictable, and still retry-safe.
+    Randomness (:func:`deniable.integrations.keyed.resolve_randomness`): row ``r`` draws from
+    ``row_generator(seed, stream, key_r, release=release_id)``. By default (no seed, no key) the
+    seed is a 128-bit secret drawn on the driver for this call only and ``key_r`` is the row's
+    identity in this computation (its partition and position in it,
+    ``monotonically_increasing_id``), so every row of every call is independent. A task retried
+    on the same input recomputes the same rows in the same places and redraws what it drew; a
+    recomputation that partitions or orders the rows differently may redraw them. With a ``key``
+    column the draw of a row depends only on the seed, the stream, the release and its key —
+    the same for any partitioning, executor count or recomputation — and with an integer
+    ``seed`` it is reproducible and equal to
+    :func:`deniable.integrations.keyed.privatize_keyed` on one machine. A seed without a key
+    raises ``ValueError``. ``content_keys=True`` keys each row by its text (opt-in, warns):
+    identical texts get identical outputs, which shows they were equal.
 
     Parameters
     ----------
@@ -110,13 +119,21 @@ def privatize_column(
         Where to write the result (default: replace ``column``).
     key
         A column of integers, strings or binary keys, unique per row for independent draws;
-        ``None`` keys on the text.
+        ``None``: the row's position (or its text with ``content_keys``).
     oov, case
         As in :func:`deniable.text.privatize_texts`.
     seed
-        Non-negative integer for reproducible experiments, or None.
+        ``None`` (a fresh secret per call) or a non-negative integer for reproducible
+        experiments (needs ``key``).
     stream
-        Separates uses of one seed; default ``column``.
+        Separates the columns of one release; default ``column``.
+    release_id
+        The release identity (e.g. the table's name), hashed into every row's key: give each
+        table privatized with one seed its own, so rows with equal keys in two tables do not
+        share their randomness.
+    content_keys
+        Key each row by its text (opt-in; a :class:`~deniable.errors.PrivacyWarning` explains
+        the leak). Not with ``key``.
 
     Returns
     -------
@@ -143,18 +160,22 @@ def privatize_column(
             raise TypeError(f"key column {key!r} must hold integers, strings or binary, got {key_type.simpleString()}; cast it to a string")
     if output_col is not None and not isinstance(output_col, str):
         raise TypeError(f"output_col must be a column name (str), got {type(output_col).__name__}")
-    seed = check_seed(seed)
+    randomness = resolve_randomness(
+        check_seed(seed), keyed=key is not None, content_keys=content_keys, release_id=release_id,
+        stream=column if stream is None else stream, key_hint="key=<id column>",
+    )
     if max_n_w is not None:
         params["max_n_w"] = max_n_w
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
     ship = distribute(df.sparkSession, shipment_for(for_workers(mech)))
-    fn = privatize_udf_function(
-        ship, seed=secret_seed() if seed is None else seed, stream=column if stream is None else stream, oov=oov, case=case, keyed=key is not None
-    )
+    fn = privatize_udf_function(ship, randomness, oov=oov, case=case, keyed=randomness.keying != CONTENT)
     udf = pandas_udf(fn, T.StringType())  # type: ignore[call-overload]
     text = df[column]
-    if key is None:
+    if randomness.keying == CONTENT:
         result = udf(text)
+    elif randomness.keying == POSITION:
+        # unique per row within this computation: (partition index << 33) + position in the partition
+        result = udf(text, F.monotonically_increasing_id())
     else:
         k = df[key]
         msg = f"deniable.spark.privatize_column: the key column {key!r} is null in a row whose text is not null; every text needs a key"
@@ -187,7 +208,7 @@ def count_ngrams(
     ``C``, applied per user on the executors. Only the bounded per-user counts reach the driver.
 
     Guarantee: none by itself — counting is not a release. Release on the driver with
-    :func:`deniable.ngrams.release` (which enforces its own bounds), or save the result with
+    :func:`deniable.ngrams.release_bayesian` (which enforces its own bounds), or save the result with
     :func:`deniable.ngrams.io.save_counts` for ``deniable ngrams release``.
 
     Parameters

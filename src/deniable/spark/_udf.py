@@ -8,7 +8,7 @@ from typing import Any, Iterator, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..integrations.keyed import NGRAM_STREAM, bound_user_row, privatize_keyed, row_generator
+from ..integrations.keyed import NGRAM_STREAM, RowRandomness, bound_user_row, privatize_rows, row_generator
 from ..integrations.shipping import Shipment
 
 
@@ -22,14 +22,16 @@ def _load(shipment: Shipment) -> Any:
     return shipment.load(resolve=_spark_files)
 
 
-def privatize_udf_function(shipment: Shipment, *, seed: int, stream: str, oov: str, case: str, keyed: bool):
-    """The body of the pandas UDF of :func:`deniable.spark.privatize_column`."""
+def privatize_udf_function(shipment: Shipment, randomness: RowRandomness, *, oov: str, case: str, keyed: bool):
+    """The body of the pandas UDF of :func:`deniable.spark.privatize_column`: rows drawn with
+    ``randomness`` (resolved on the driver), keyed by the second argument (``keyed``: the key
+    column or the row position) or by their text."""
 
     def run(texts: pd.Series, keys: Optional[pd.Series]) -> pd.Series:
         mech = _load(shipment)
         values = texts.to_numpy(dtype=object, na_value=None).tolist()
-        key_values = None if keys is None else keys.to_numpy(dtype=object, na_value=None).tolist()
-        out = privatize_keyed(mech, values, key_values, seed=seed, stream=stream, oov=oov, case=case)
+        key_values = values if keys is None else keys.to_numpy(dtype=object, na_value=None).tolist()
+        out = privatize_rows(mech, values, key_values, randomness, oov=oov, case=case)
         return pd.Series(out, dtype=object)
 
     if keyed:

@@ -161,8 +161,9 @@ def privatize_files(
     """Privatize ``column`` of a table (file or directory) with Spark and write it to ``output``.
 
     ``options`` go to :func:`deniable.spark.privatize_column` (``epsilon``, ``key``, ``seed``,
-    ``oov``, ``case``, mechanism parameters, ...). Other columns are copied unchanged. The output
-    format defaults to the input's. Returns a small summary (rows, format, output).
+    ``release_id``, ``content_keys``, ``oov``, ``case``, mechanism parameters, ...). Other columns
+    are copied unchanged. The output format defaults to the input's. Returns a small summary
+    (rows, format, output).
     """
     from . import privatize_column
 

@@ -138,7 +138,7 @@ def main() -> int:
         startup = time.perf_counter() - t0
         import httpx
 
-        warm = httpx.post(url + "/v1/privatize", json=body_of(0), timeout=120.0)  # builds the mechanism
+        warm = httpx.post(url + "/v1/privatize", json={**body_of(0), "include": ["summary"]}, timeout=120.0)  # builds the mechanism
         if warm.status_code != 200:
             raise RuntimeError(f"warm-up request failed: {warm.status_code} {warm.text[:300]}")
         words_per_request = float(np.mean([warm.json()["summary"]["words"]]))

@@ -46,7 +46,7 @@ def test_mechanisms_lists_offered_names_and_limits(client):
 
 @pytest.mark.parametrize("mechanism,epsilon", [("madlib", 5.0), ("mahalanobis", 5.0), ("tem", 3.0), ("brr", 0.5)])
 def test_privatize_matches_the_library_for_the_same_seed(client, vocab, mechanism, epsilon):
-    r = client.post("/v1/privatize", json={"texts": TEXTS, "mechanism": mechanism, "epsilon": epsilon, "seed": 7})
+    r = client.post("/v1/privatize", json={"texts": TEXTS, "mechanism": mechanism, "epsilon": epsilon, "seed": 7, "include": ["summary"]})
     assert r.status_code == 200, r.text
     body = r.json()
     mech = get_mechanism(mechanism, vocab[1] if mechanism == "brr" else vocab[0], epsilon=epsilon)
@@ -75,7 +75,7 @@ def test_oov_keep_is_refused(client):
 
 
 def test_segments_rebuild_the_output_and_mark_changes(client):
-    r = client.post("/v1/privatize", json={"texts": TEXTS + ["", "  ...  "], "mechanism": "madlib", "epsilon": 8.0, "seed": 1, "details": True})
+    r = client.post("/v1/privatize", json={"texts": TEXTS + ["", "  ...  "], "mechanism": "madlib", "epsilon": 8.0, "seed": 1, "include": ["summary", "segments"]})
     body = r.json()
     for text, segs, per in zip(body["texts"], body["segments"], body["per_text"]):
         assert "".join(s["text"] for s in segs) == text
@@ -84,9 +84,94 @@ def test_segments_rebuild_the_output_and_mark_changes(client):
         assert not any(s["changed"] for s in segs if not s["word"])
     assert body["texts"][3:] == ["", "  ...  "]
     # very large epsilon: nothing in the vocabulary changes, every unknown word does
-    r = client.post("/v1/privatize", json={"texts": [TEXTS[2]], "epsilon": 9000.0, "seed": 1, "details": True}).json()
+    r = client.post("/v1/privatize", json={"texts": [TEXTS[2]], "epsilon": 9000.0, "seed": 1, "include": ["segments", "summary"]}).json()
     changed = [s["text"] for s in r["segments"][0] if s["changed"]]
     assert len(changed) == 5 and r["summary"]["changed"] == 5
+
+
+INPUT_DEPENDENT = {"summary", "per_text", "segments"}
+
+
+def test_by_default_only_the_texts_and_the_guarantee_leave(client):
+    body = {"texts": TEXTS, "mechanism": "madlib", "epsilon": 9000.0, "seed": 3}
+    r = client.post("/v1/privatize", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert set(out) == {"texts", "mechanism", "epsilon", "params", "guarantee"}
+    assert set(out["guarantee"]) == {"epsilon", "metric", "domain", "statement"}
+    # the same output as with the summary asked for: opting in adds fields and changes nothing else
+    full = client.post("/v1/privatize", json={**body, "include": ["summary", "segments"]}).json()
+    assert set(full) >= INPUT_DEPENDENT and {k: v for k, v in full.items() if k not in INPUT_DEPENDENT} == out
+
+
+@pytest.mark.parametrize(
+    "extra,fields",
+    [
+        ({"include": []}, set()),
+        ({"include": ["summary"]}, {"summary", "per_text"}),
+        ({"include": ["segments"]}, {"segments"}),
+        ({"include": ["segments", "summary", "summary"]}, INPUT_DEPENDENT),
+        ({"details": True}, {"segments"}),
+        ({"details": True, "include": ["summary"]}, INPUT_DEPENDENT),
+        ({"details": False}, set()),
+    ],
+)
+def test_input_dependent_fields_only_when_asked(client, extra, fields):
+    r = client.post("/v1/privatize", json={"texts": TEXTS, "epsilon": 5.0, **extra})
+    assert r.status_code == 200, r.text
+    assert set(r.json()) & INPUT_DEPENDENT == fields
+
+
+@pytest.mark.parametrize(
+    "include,fragment",
+    [(["sumary"], "'sumary'"), (["summary", "details"], "'details'"), ("summary", "valid list"), ([1], "include"), (["summary"] * 5, "at most")],
+)
+def test_unknown_include_values_are_refused_by_name(client, include, fragment):
+    err = _error(client.post("/v1/privatize", json={"texts": ["the cat"], "epsilon": 1.0, "include": include}), 422, "invalid_request")
+    assert err["message"].startswith("include") and fragment in err["message"], err
+    if isinstance(include, list) and include and isinstance(include[0], str) and len(include) < 5:
+        assert "'summary' or 'segments'" in err["message"]  # names the allowed values
+
+
+class _NoSharedState:
+    """A mechanism whose ``last_privatization`` cannot be read (writes are ignored): the service
+    must count from its own call, never from state on the shared mechanism."""
+
+    def __init__(self, mech):
+        object.__setattr__(self, "_mech", mech)
+
+    def __getattr__(self, name):
+        if name == "last_privatization":
+            raise AssertionError("the service read mechanism.last_privatization")
+        return getattr(self._mech, name)
+
+    def __setattr__(self, name, value):
+        if name != "last_privatization":
+            setattr(self._mech, name, value)
+
+
+def test_summary_comes_from_the_call_not_the_shared_mechanism(make_client, monkeypatch):
+    c = make_client()
+    pool = c.app.state.pool
+    get = pool.get
+    monkeypatch.setattr(pool, "get", lambda *a, **k: _NoSharedState(get(*a, **k)))
+    with pytest.raises(AssertionError):  # control: the wrapper does catch a read
+        _ = pool.get("madlib", {}, epsilon=9000.0).last_privatization
+    # concurrent requests on one shared mechanism, each with its own number of words and unknown words
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(n: int) -> tuple[int, dict]:
+        text = " ".join(["the cat"] * n + ["qqunknown"] * (n % 5))
+        r = c.post("/v1/privatize", json={"texts": [text], "epsilon": 9000.0, "include": ["summary"]})
+        assert r.status_code == 200, r.text
+        return n, r.json()
+
+    with ThreadPoolExecutor(8) as ex:
+        results = list(ex.map(ask, range(1, 41)))
+    for n, body in results:
+        assert body["summary"]["words"] == 2 * n + n % 5 and body["summary"]["unknown"] == n % 5
+        assert body["summary"]["changed"] == n % 5  # at this epsilon only the unknown words change
+        assert body["per_text"] == [{"words": 2 * n + n % 5, "changed": n % 5}]
 
 
 def test_unseeded_requests_differ(client):

@@ -63,7 +63,7 @@ def test_serve_runs_on_loopback_with_an_api_key(tmp_path):
                 pass
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.1)
-        body = {"texts": ["meet me at the station"], "mechanism": "brr", "epsilon": 0.5, "seed": 1}
+        body = {"texts": ["meet me at the station"], "mechanism": "brr", "epsilon": 0.5, "seed": 1, "include": ["summary"]}
         assert httpx.post(url + "/v1/privatize", json=body).status_code == 401
         r = httpx.post(url + "/v1/privatize", json=body, headers={"X-API-Key": "key-for-tests-1"})
         assert r.status_code == 200 and r.json()["summary"]["words"] == 5

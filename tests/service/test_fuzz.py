@@ -54,6 +54,7 @@ _fields = st.fixed_dictionaries(
         "oov": st.sampled_from(["unk", "drop", "keep"]) | _json,
         "case": st.sampled_from(["preserve", "lower", "upper"]) | _json,
         "details": st.booleans() | _json,
+        "include": st.lists(st.sampled_from(["summary", "segments", "details", "x"]), max_size=5) | _json,
     },
 )
 
@@ -67,5 +68,8 @@ def test_arbitrary_json_bodies_never_cause_a_server_error(body):
     data = r.json()
     if r.status_code == 200:
         assert len(data["texts"]) == len(body["texts"])
+        asked = set(body.get("include", ())) | ({"segments"} if body.get("details") is True else set())
+        assert ("summary" in data) == ("per_text" in data) == ("summary" in asked)
+        assert ("segments" in data) == ("segments" in asked)
     else:
         assert data["error"]["status"] == r.status_code and data["error"]["message"]

@@ -11,6 +11,7 @@ screenshot is kept in build/explorer.png.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -113,6 +114,8 @@ def test_explorer_server_and_on_device(server_url, browser):
     assert SECRET not in page.inner_text("#output")
     posted = [r for r in requests if r["method"] == "POST"]
     assert posted and SECRET.encode() in posted[-1]["body"]  # the interception sees request bodies
+    # the page shows counts and changed words, so it asks for them (they stay in the owner's browser)
+    assert sorted(json.loads(posted[-1]["body"])["include"]) == ["segments", "summary"]
 
     # server side, a huge epsilon: vocabulary words are kept (not highlighted), the unknown one is not
     page.fill("#epsilon", "5000")

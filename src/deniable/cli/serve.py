@@ -46,7 +46,9 @@ def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, 
     OpenAPI spec at /openapi.json (docs at /docs) and the ε explorer page at /.
 
     Binds to 127.0.0.1 unless --host says otherwise. Mechanisms are built once per (mechanism,
-    parameters, ε) and shared by all requests. See docs/service.md.
+    parameters, ε) and shared by all requests. Responses hold the privatized texts and the
+    guarantee; input-dependent counts and changed flags only when a request asks for them
+    ("include"), and those stay with the texts' owner. See docs/service.md.
     """
     from .._optional import import_optional
 

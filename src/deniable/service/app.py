@@ -5,6 +5,10 @@ Routes: ``POST /v1/privatize``, ``GET /v1/mechanisms``, ``GET /v1/curves/{mechan
 ``GET /healthz``, ``GET /openapi.json``, ``GET /docs``, and the ε explorer page at ``/`` with its
 files under ``/static``. Every error is JSON: ``{"error": {"status", "code", "message",
 "details"}}``; user input never causes a 500.
+
+A privatize response holds only what the guarantee covers (the privatized texts and the
+guarantee) unless the request's ``include`` asks for input-dependent data (counts, per-word
+changed flags), which must stay with the texts' owner.
 """
 
 # no "from __future__ import annotations": FastAPI reads the route annotations of classes defined
@@ -17,7 +21,12 @@ from .._optional import import_optional
 from .config import SERVICE_PARAMS, ServiceConfig
 from .pool import MechanismPool, PoolError, privatize_detailed, supports_targets
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "INCLUDE_VALUES"]
+
+#: What a privatize request may ask to add to its response with ``include``. All of it is
+#: input-dependent (counts of unknown and changed words, per-word changed flags) and not covered
+#: by the privacy guarantee: it must stay with the texts' owner (docs/service.md).
+INCLUDE_VALUES = ("summary", "segments")
 
 _DESCRIPTIONS = {
     "madlib": "Madlib: Laplace-like noise on the word vector, nearest word (metric: Euclidean distance).",
@@ -140,6 +149,7 @@ def create_app(
     work_slots = threading.BoundedSemaphore(cfg.max_concurrent)
     targets = supports_targets()
     MechanismName = Literal[names]  # type: ignore[valid-type]
+    IncludeName = Literal[INCLUDE_VALUES]  # type: ignore[valid-type]
 
     # -- models (built here so the OpenAPI spec states this server's limits) -----------------
     Text = Annotated[str, StringConstraints(max_length=cfg.max_text_chars)]
@@ -172,7 +182,13 @@ def create_app(
         seed: Annotated[int | None, Field(ge=0, lt=2**63)] = Field(default=None, description="Seed for reproducible output (predictable: for experiments only)." if cfg.allow_seed else "Not accepted by this server.")
         oov: Literal["unk", "drop"] = Field(default="unk", description="Out-of-vocabulary words: privatized as the UNK point, or dropped (never copied).")
         case: Literal["preserve", "lower"] = Field(default="preserve", description="Output words take the input's case pattern, or stay lower case.")
-        details: bool = Field(default=False, description="Also return each output text as pieces marking the changed words.")
+        include: Annotated[list[IncludeName], Field(max_length=len(INCLUDE_VALUES) * 2)] = Field(
+            default_factory=list,
+            description="Input-dependent data to add to the response (none by default): 'summary' (the summary and per_text counts of "
+            "unknown and changed words) and 'segments' (each output as pieces marking the changed words). These are not covered by "
+            "the privacy guarantee (an unchanged flag next to its output word is the input word): they must stay with the texts' owner.",
+        )
+        details: bool = Field(default=False, description="Same as adding 'segments' to include (input-dependent; stays with the texts' owner).")
 
         @field_validator("texts")
         @classmethod
@@ -196,6 +212,9 @@ def create_app(
                 raise ValueError("this server does not accept seeds")
             return self
 
+        def wants(self, what: str) -> bool:
+            return what in self.include or (what == "segments" and self.details)
+
     class GuaranteeModel(BaseModel):
         epsilon: float
         metric: str
@@ -218,15 +237,18 @@ def create_app(
         changed: bool
 
     class PrivatizeResponse(BaseModel):
-        texts: list[str]
+        """The privatized texts and their guarantee (safe to release); input-dependent fields only
+        when the request's ``include`` asked for them (they must stay with the texts' owner)."""
+
+        texts: list[str] = Field(description="The privatized texts (covered by the guarantee).")
         mechanism: str
         epsilon: float = Field(description="The ε used (chosen from the target when max_n_w was given).")
         params: dict[str, float]
         max_n_w: float | None = None
         guarantee: GuaranteeModel
-        summary: Summary
-        per_text: list[TextSummary]
-        segments: list[list[Segment]] | None = None
+        summary: Summary | None = Field(default=None, description="Only with include 'summary'. Input-dependent: stays with the texts' owner.")
+        per_text: list[TextSummary] | None = Field(default=None, description="Only with include 'summary'. Input-dependent: stays with the texts' owner.")
+        segments: list[list[Segment]] | None = Field(default=None, description="Only with include 'segments' (or details). Input-dependent: stays with the texts' owner.")
 
     class MechanismInfo(BaseModel):
         name: str
@@ -308,7 +330,10 @@ def create_app(
         details = []
         for e in exc.errors():
             loc = [str(p) for p in e.get("loc", ())]
-            details.append({"loc": loc, "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))})
+            msg = str(e.get("msg", ""))
+            if e.get("type") == "literal_error" and isinstance(e.get("input"), str):  # name the unknown value
+                msg += f", got {e['input'][:40]!r}"
+            details.append({"loc": loc, "msg": msg, "type": str(e.get("type", ""))})
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = ".".join(p for p in first["loc"] if p != "body") or "body"
         return JSONResponse(_error_body(422, "invalid_request", f"{where}: {first['msg']}", details), status_code=422)
@@ -362,10 +387,12 @@ def create_app(
         params = req.params.given()
         mech = pool.get(req.mechanism, params, epsilon=req.epsilon, max_n_w=req.max_n_w)
         rng: Any = req.seed if req.seed is not None else ("secure" if cfg.secure else None)
+        segments = req.wants("segments")
+        # the counts come from this call's own result (privatize_detailed), never from state kept
+        # on the mechanism object, which concurrent requests share
         with work_slots:
-            res = privatize_detailed(mech, req.texts, rng=rng, oov=req.oov, case=req.case, segments=req.details)
+            res = privatize_detailed(mech, req.texts, rng=rng, oov=req.oov, case=req.case, segments=segments)
         g = mech.guarantee
-        words = res["words"]
         out: dict[str, Any] = {
             "texts": res["texts"],
             "mechanism": req.mechanism,
@@ -373,10 +400,12 @@ def create_app(
             "params": params,
             "max_n_w": req.max_n_w,
             "guarantee": {"epsilon": float(g.epsilon), "metric": g.metric, "domain": g.domain, "statement": str(g)},
-            "summary": {"words": words, "unknown": res["unknown"], "changed": res["changed"], "changed_fraction": (res["changed"] / words) if words else 0.0},
-            "per_text": res["per_text"],
         }
-        if req.details:
+        if req.wants("summary"):
+            words = res["words"]
+            out["summary"] = {"words": words, "unknown": res["unknown"], "changed": res["changed"], "changed_fraction": (res["changed"] / words) if words else 0.0}
+            out["per_text"] = res["per_text"]
+        if segments:
             out["segments"] = res["segments"]
         return out
 

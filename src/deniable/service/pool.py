@@ -292,7 +292,12 @@ def privatize_detailed(
     same ``rng``), which keeps every privacy rule (OOV words privatized as UNK or dropped, never
     copied) in one place; this function only reassembles the texts around the separators and
     counts. A word counts as changed when the output's lookup key differs from the input's (or it
-    was dropped).
+    was dropped). Every count comes from this call's own data (its ``stats`` and flags), never
+    from state kept on ``mechanism``, which concurrent requests share.
+
+    The counts, flags and segments depend on the input beyond what the guarantee covers (an
+    unchanged flag next to its output word is the input word): they must stay with the texts'
+    owner; only ``texts`` is the privatized release.
 
     Returns
     -------

@@ -171,7 +171,9 @@ async function run() {
       );
       setStatus(`Privatized on this device in ${ms.toFixed(0)} ms.`);
     } else {
-      const body = { texts: [text], mechanism: mech, details: true };
+      // The counts and per-word flags are input-dependent: asked for explicitly, and they stay in
+      // this page (the text's owner), like the text itself.
+      const body = { texts: [text], mechanism: mech, include: ["summary", "segments"] };
       if (level() === "target") body.max_n_w = Number($("target").value);
       else body.epsilon = Number($("epsilon").value);
       setStatus("Privatizing on the server…");

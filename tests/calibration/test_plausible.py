@@ -283,3 +283,20 @@ def test_repr_is_concise():
     worst = r.word[int(np.argmax(r.n_w))]
     assert f"max {r.n_w.max():.4g} ({worst!r})" in text
     assert len(r.n_w) == 10  # the dataclass fields are unchanged
+
+
+def test_exact_statistics_read_log_probabilities_and_count_outputs_below_float64():
+    """Diffractor at ε = 30 on 40 words: an output 25 or more list positions away has probability
+    below 1e-320 (0 as a float64). Exact statistics read the log form, so every word's support is
+    the whole vocabulary; N_w agrees with ``probabilities``. Control: for the words near the ends
+    of the list the probability form has fewer outputs of positive probability."""
+    from deniable.mechanisms.diffractor import Diffractor
+
+    mech = Diffractor(_embedding(), epsilon=30.0, cache_dir=False)
+    V = mech.n_words
+    r = plausible_deniability(mech, "all", eta=0.01)
+    assert r.method == "exact"
+    assert (r.n_distinct == V).all()
+    np.testing.assert_allclose(r.n_w, [mech.probabilities(w)[w] for w in range(V)], rtol=1e-12)
+    assert (r.s_w == 1).all()  # at ε = 30 the input keeps > 99 % of the mass
+    assert min(int(np.count_nonzero(mech.probabilities(w))) for w in range(V)) < V  # the ends of the list

@@ -120,6 +120,28 @@ def test_given_simulations_and_texts(emb):
     assert res.top1 > 0.99  # epsilon 50 on a 4-d embedding barely changes words
 
 
+def test_exact_adversary_ranks_inputs_by_log_likelihood_below_float64(emb):
+    """Diffractor at ε = 30: the last word of the list is 55 or more positions from each of the
+    first five, so its probability from any of them is 0 as a float64 (about e^(−1650)). The
+    posterior is ranked in log space: the Bayes guesses for it are the allowed inputs nearest in
+    the list (positions 4, then 3). Control: the probability form gives those likelihoods as 0."""
+    from deniable.mechanisms.diffractor import Diffractor
+
+    mech = Diffractor(emb, epsilon=30.0, cache_dir=False)
+    order = mech.precompute()[0]
+    allowed, far = order[:5], order[-1]
+    rows = _log_likelihood_rows(mech, allowed)
+    assert np.isfinite(rows).all()
+    np.testing.assert_allclose(np.diff(rows[:, far]), 30.0, rtol=1e-9)  # each position nearer: e^30 likelier
+    assert all(mech.probabilities(int(x))[far] == 0 for x in allowed)
+    prior = np.zeros(len(emb))
+    prior[allowed] = 1.0
+    x = np.repeat(allowed, 20)
+    res = inversion_attack(mech, x, outputs=np.full(x.size, far), prior=prior, method="exact", k=2)
+    assert res.top1 == pytest.approx(0.2) and res.topk == pytest.approx(0.4)  # positions 4 and 3
+    assert res.expected_top1 is not None and np.isfinite(res.expected_top1)
+
+
 def test_wilson_interval():
     lo, hi = wilson_interval(50, 100)
     assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)

@@ -11,6 +11,8 @@ from scipy import stats
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.custext import CusText, build_output_sets
 
+from ._metric_dp import assert_metric_dp, distance_matrix, log_rows, metric_dp_excess
+
 N_DRAWS = 60_000
 P_MIN = 1e-4
 
@@ -79,27 +81,28 @@ def test_closed_form_and_dp_inside_every_set(eps: float) -> None:
     unk_set = next(s for s in sets if nearest in s)
     P[-1] = brute_probs(mean, X, unk_set, eps)
     np.testing.assert_allclose(mech.probabilities(-1), P[-1], rtol=1e-9, atol=1e-15)
+    rows = list(P)
+    assert_metric_dp(mech.log_probability_rows(rows), distance_matrix(mech, rows), eps)  # ∞ across sets: no bound
     worst = 0.0
     for a in P:
         for b in P:
             d = mech.distance(np.array([a]), np.array([b]))[0]
             if np.isfinite(d):
-                assert np.all(P[a] <= np.exp(eps * d) * P[b] * (1 + 1e-9))
                 m = (P[a] > 0) & (P[b] > 0)
                 worst = max(worst, float(np.max(np.log(P[a][m] / P[b][m]))))
             else:  # different sets: disjoint supports
                 assert not np.any((P[a] > 0) & (P[b] > 0))
     assert worst > 0.5 * eps  # the bound is approached
     # control: scores without the 1/2 (exp(eps*u)) break the bound inside some set
-    bad_ratio = 0.0
+    bad_excess = -np.inf
     for s in sets:
-        Q = {}
+        Q = []
         for x in s:
             d = np.array([np.linalg.norm(X[x].astype(np.float64) - X[j]) for j in s])
             u = (d.max() - d) / (d.max() - d.min())
-            Q[x] = np.exp(eps * u) / np.exp(eps * u).sum()
-        bad_ratio = max(bad_ratio, max(float(np.max(Q[a] / Q[b])) for a in s for b in s))
-    assert bad_ratio > np.exp(eps) * 1.01
+            Q.append(np.exp(eps * u) / np.exp(eps * u).sum())
+        bad_excess = max(bad_excess, metric_dp_excess(log_rows(Q), 1.0 - np.eye(len(s)), eps))  # d = 1 inside a set
+    assert bad_excess > np.log(1.01)
 
 
 def test_sampler_is_exact_and_control_fails() -> None:

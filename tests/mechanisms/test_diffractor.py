@@ -13,6 +13,8 @@ from scipy import stats
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.diffractor import Diffractor, greedy_word_list
 
+from ._metric_dp import ATOL, assert_metric_dp, distance_matrix, metric_dp_excess
+
 N_DRAWS = 100_000
 P_MIN = 1e-4
 
@@ -99,11 +101,11 @@ def test_closed_form_metric_dp_and_sampler(noise: str, eps: float, gamma, metric
             p[order] += pp
         P[w] = p / len(metrics)
         np.testing.assert_allclose(mech.probabilities(w), P[w], rtol=1e-9, atol=1e-300)
-    for a in rows:
-        for b in rows:
-            d = mech.distance(np.array([a]), np.array([b]))[0]
-            assert d == max(abs(x - y) for x, y in zip(POS[a], POS[b]))
-            assert np.all(P[a] <= np.exp(eps * d) * P[b] * (1 + 1e-9))
+    D = distance_matrix(mech, rows)
+    for ia, a in enumerate(rows):
+        for ib, b in enumerate(rows):
+            assert D[ia, ib] == max(abs(x - y) for x, y in zip(POS[a], POS[b]))
+    assert_metric_dp(mech.log_probability_rows(rows), D, eps)
     words = [0, 17, V - 1, -1]
     out = mech.sample_ids(np.repeat(words, N_DRAWS), rng=9).reshape(len(words), N_DRAWS)
     for j, w in enumerate(words):
@@ -118,7 +120,7 @@ def test_metric_dp_check_has_teeth_and_sampler_control_fails() -> None:
     pos = np.array([two.positions(w) for w in range(30)])
     a, b = np.unravel_index(np.argmax(np.abs(pos[:, None, 1] - pos[None, :, 1]) - np.abs(pos[:, None, 0] - pos[None, :, 0])), (30, 30))
     d_first = abs(pos[a, 0] - pos[b, 0])
-    assert not np.all(two.probabilities(int(a)) <= np.exp(1.0 * d_first) * two.probabilities(int(b)) * (1 + 1e-9))
+    assert metric_dp_excess(two.log_probability_rows([a, b]), np.array([[0, d_first], [d_first, 0]]), 1.0) > ATOL
     # wrong epsilon is detected by the frequency test
     out = mech.sample_ids(np.full(N_DRAWS, 12), rng=1)
     assert chi2_pvalue(out, Diffractor(emb, epsilon=1.15, cache_dir=False).probabilities(12)) < 1e-6

@@ -13,6 +13,8 @@ from scipy import stats
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.santext import SanText, SanTextPlus
 
+from ._metric_dp import ATOL, assert_metric_dp, distance_matrix, log_rows, metric_dp_excess
+
 N_DRAWS = 100_000
 P_MIN = 1e-4
 
@@ -78,12 +80,11 @@ def test_santext_closed_form_and_metric_dp_on_all_pairs(eps: float) -> None:
     P, D = brute_santext(emb, eps)
     ours = np.array([mech.probabilities(i) for i in range(len(emb))] + [mech.probabilities(-1)])
     np.testing.assert_allclose(ours, P, rtol=1e-9)
-    bound = np.exp(eps * D)[:, :, None] * ours[None, :, :]
-    assert np.all(ours[:, None, :] <= bound * (1 + 1e-9))
+    assert_metric_dp(mech.log_probability_rows(np.r_[np.arange(len(emb)), -1]), D, eps)
     # the check has teeth: exp(-eps * d) without the 1/2 violates it
     bad = np.exp(-eps * D[:, : len(emb)])
     bad /= bad.sum(axis=1, keepdims=True)
-    assert not np.all(bad[:, None, :] <= np.exp(eps * D)[:, :, None] * bad[None, :, :] * (1 + 1e-9))
+    assert metric_dp_excess(log_rows(bad), D, eps) > ATOL
     assert mech.privacy_loss_bound(3, 17) == pytest.approx(eps * D[3, 17], rel=1e-9)
 
 
@@ -125,11 +126,9 @@ def test_santext_plus_guarantee_holds_on_sensitive_words_and_fails_beyond() -> N
     sens_rows = list(range(10, 40)) + [-1]
     P = {x: mech.probabilities(x) for x in range(40)}
     P[-1] = mech.probabilities(-1)
-    for x in sens_rows:
-        for x2 in sens_rows:
-            d = mech.distance(np.array([x]), np.array([x2]))[0]
-            assert np.isfinite(d)
-            assert np.all(P[x] <= np.exp(eps * d) * P[x2] * (1 + 1e-9))
+    D_sens = distance_matrix(mech, sens_rows)
+    assert np.isfinite(D_sens).all()
+    assert_metric_dp(mech.log_probability_rows(sens_rows), D_sens, eps)
     # non-sensitive words: distance is infinite, and a finite bound would indeed fail
     assert mech.distance(np.array([0]), np.array([15]))[0] == np.inf
     assert P[0][0] >= 1 - p and P[15][0] == 0  # kept verbatim: the output w0 reveals the input
@@ -150,10 +149,8 @@ def test_santext_plus_guarantee_holds_on_sensitive_words_and_fails_beyond() -> N
     assert 1.0 < worst <= 1 / p * (1 + 1e-9)
     # with p = 1 every word is covered
     full = SanTextPlus(emb, epsilon=eps, w=0.75, p=1.0, cache_dir=False)
-    for x in (0, 5, 20, -1):
-        for x2 in (3, 9, 33, -1):
-            d = full.distance(np.array([x]), np.array([x2]))[0]
-            assert np.all(full.probabilities(x) <= np.exp(eps * d) * full.probabilities(x2) * (1 + 1e-9))
+    rows = [0, 5, 20, 3, 9, 33, -1]
+    assert_metric_dp(full.log_probability_rows(rows), distance_matrix(full, rows), eps)
 
 
 @pytest.mark.parametrize("k", [3, 128])

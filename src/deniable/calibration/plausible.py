@@ -15,8 +15,10 @@ support: exact, or the plug-in estimate from the empirical distribution of the d
 ``n_distinct`` (distinct outputs among the draws, the papers' estimator; for exact results the
 number of outputs of positive probability).
 
-Statistics are computed exactly from ``mechanism.probabilities(word)`` where the mechanism has
-a working one (TEM; BRR for tiny codes), otherwise estimated from ``draws`` samples per word,
+Statistics are computed exactly from ``mechanism.log_probabilities(word)`` (log space, so the
+number of outputs of positive probability counts outputs too unlikely for a float64 probability)
+where the mechanism has exact probabilities (TEM, SanText, SanText+, CusText, TruncatedGumbel,
+Diffractor; BRR for tiny codes), otherwise estimated from ``draws`` samples per word,
 drawn in one vectorized :meth:`~deniable.mechanisms.base.Mechanism.sample_ids` call per chunk of
 words. Sampled N_w gets a Wilson score interval. Sampled S_w (the plug-in: the smallest set of
 observed outputs holding ≥ (1 − η)·draws of the draws) gets a distribution-free interval from the
@@ -503,7 +505,7 @@ def plausible_deniability(
     rng
         Seed or Generator (word selection and draws).
     method
-        ``"auto"`` (exact when ``mechanism.probabilities`` works, else sampled), ``"exact"`` or
+        ``"auto"`` (exact where ``mechanism.has_exact_probabilities``, else sampled), ``"exact"`` or
         ``"sample"``.
     confidence
         Level of the two-sided intervals of sampled results: Wilson score for N_w, DKW for S_w
@@ -537,14 +539,18 @@ def plausible_deniability(
     W = ids.shape[0]
 
     if exact:
+        from ..mechanisms.base import log_probability_rows_of
+
         n_w = np.empty(W)
         s_w = np.empty(W, dtype=np.int64)
         n_distinct = np.empty(W, dtype=np.int64)
         for i, wid in enumerate(ids.tolist()):
-            p = np.asarray(mechanism.probabilities(int(wid)), dtype=np.float64)
+            # log space: an output too unlikely for a float64 probability is still in the support
+            logp = log_probability_rows_of(mechanism, np.array([wid]))[0]
+            p = np.exp(logp)
             n_w[i] = p[wid]
             s_w[i] = effective_support(p, eta)[0]
-            n_distinct[i] = int(np.count_nonzero(p > 0))
+            n_distinct[i] = int(np.count_nonzero(logp > -np.inf))
             if progress is not None:
                 progress(1)
         return PlausibleDeniability(

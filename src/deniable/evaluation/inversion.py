@@ -10,10 +10,13 @@ token by token on real text, for all words and for the rare words separately.
 Two ways to know P(y | x):
 
 * ``method="exact"`` — closed-form probabilities (any mechanism with ``log_probabilities``/
-  ``probabilities``; rows batched by ``log_probability_rows`` for TEM, SanText, SanText+ and
-  TruncatedGumbel, one distance computation per block of input words). This is
-  the Bayes-optimal adversary, and the expected success rate under the prior is also computed
-  exactly (no sampling error): Σ_y Σ_{x ∈ top-k(y)} q(x)·P(y | x).
+  ``probabilities``; rows batched by ``log_probability_rows`` for TEM, SanText, SanText+,
+  TruncatedGumbel, CusText and Diffractor, one distance computation per block of input words).
+  The posterior is ranked in log space, log P(y | x) + log P(x), from the mechanism's
+  log-probabilities, so an output too unlikely for a float64 probability (Diffractor's far
+  positions) still ranks its inputs. This is the Bayes-optimal adversary, and the expected success
+  rate under the prior is also computed exactly (no sampling error):
+  Σ_y Σ_{x ∈ top-k(y)} q(x)·P(y | x).
 * ``method="sample"`` — for mechanisms without closed-form probabilities (Madlib, Mahalanobis,
   BRR): the adversary simulates the mechanism on words drawn from the prior (``n_simulations``
   draws; or the caller passes simulated pairs, e.g. a privatization of a public training set) and
@@ -88,25 +91,19 @@ def _batched_rows_match(mechanism: Any) -> bool:
     takes precedence over, its ``log_probabilities`` / ``probabilities`` in the method
     resolution order (a subclass or mixin that changes the distribution but inherits a batched
     method would otherwise get the parent's rows)."""
-    if not callable(getattr(mechanism, "log_probability_rows", None)):
-        return False
-    mro = type(mechanism).__mro__
+    from ..mechanisms.base import _batched_rows_match as match
 
-    def position(name: str) -> int | None:
-        return next((i for i, c in enumerate(mro) if name in c.__dict__), None)
-
-    rows = position("log_probability_rows")
-    others = [position(n) for n in ("log_probabilities", "probabilities")]
-    return rows is not None and all(o is None or rows <= o for o in others)
+    return match(mechanism)
 
 
 def _log_likelihood_rows(mechanism: Any, xs: np.ndarray) -> np.ndarray:
-    """log P[M(x) = y] for each x in ``xs`` (rows) and every vocabulary word y (columns)."""
-    from ..mechanisms.base import Mechanism
+    """log P[M(x) = y] for each x in ``xs`` (rows) and every vocabulary word y (columns), in log
+    space (no underflow where the mechanism computes its closed form in logs): batched where the
+    mechanism's own ``log_probability_rows`` applies, else row by row from its own
+    ``log_probabilities`` / ``probabilities``."""
+    from ..mechanisms.base import log_probability_rows_of
 
-    if _batched_rows_match(mechanism):  # batched where the mechanism can
-        return np.asarray(mechanism.log_probability_rows(xs), dtype=np.float64)
-    return Mechanism.log_probability_rows(mechanism, xs)  # row by row, from its own log_probabilities / probabilities
+    return log_probability_rows_of(mechanism, xs)
 
 
 @dataclass(frozen=True)

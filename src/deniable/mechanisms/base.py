@@ -27,7 +27,7 @@ from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, MetricSpace, paired_distances
 from ..text.privatize import PrivatizationSummary, check_oov, privatize_texts, summarize_privatization
 
-__all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism"]
+__all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism", "log_probability_rows_of"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,10 @@ class Mechanism(ABC):
       where it has that form (the privacy ratio's fast path), else None;
     * :attr:`params` — the constructor parameters besides ε;
     * :attr:`has_exact_probabilities` — whether :meth:`probabilities` gives the exact output
-      distribution (then statistics are computed, not sampled);
+      distribution (then statistics are computed, not sampled), with :meth:`log_probabilities`
+      and :meth:`log_probability_rows` its logarithm, computed without underflow (what exact
+      computations read; a subclass with a closed form defines one of ``log_probabilities`` and
+      ``probabilities``, and the other follows);
     * :attr:`finite_metric` — False when d is infinite between some words (an output reveals a
       partition of the input), so metric scales, and the privacy ratio, are undefined.
     """
@@ -120,38 +123,56 @@ class Mechanism(ABC):
 
     @property
     def has_exact_probabilities(self) -> bool:
-        """Whether ``probabilities(word)`` gives the exact output distribution Pr[M(w) = ·] of
-        every word (closed form or an exact finite sum) for this instance.
+        """Whether ``probabilities(word)`` (and ``log_probabilities(word)``) give the exact output
+        distribution Pr[M(w) = ·] of every word (closed form or an exact finite sum) for this
+        instance.
 
-        The default asks the mechanism: it has a ``probabilities`` method that does not raise
+        The default asks the mechanism: its ``probabilities`` does not raise
         ``NotImplementedError`` for word 0. Mechanisms that know the answer without computing a
         row override this."""
-        fn = getattr(self, "probabilities", None)
-        if not callable(fn):
-            return False
         try:
-            fn(0)
+            self.probabilities(0)
         except NotImplementedError:
             return False
         return True
+
+    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """``log P[M(w) = y]`` for every vocabulary word y, ``(V,)`` float64, ``-inf`` for the
+        outputs w cannot become; an out-of-vocabulary word is UNK. Needs exact probabilities
+        (:attr:`has_exact_probabilities`).
+
+        Mechanisms with a closed form compute it here, in log space (log-sum-exp
+        normalisation), so that no output of positive probability underflows to 0: the exact
+        statistics and the exact inversion adversary read this. The default is the log of a
+        subclass's ``probabilities`` (which may underflow where that one does), and raises
+        ``NotImplementedError`` for mechanisms with neither."""
+        if _defined_by(type(self), "probabilities") is Mechanism:
+            raise NotImplementedError(f"{type(self).__name__} has no closed-form probabilities; estimate by sampling instead")
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(self.probabilities(word_or_id), dtype=np.float64))
+
+    def probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """``P[M(w) = y]`` for every vocabulary word y, ``(V,)`` float64 summing to 1 (an
+        out-of-vocabulary word is UNK). Needs exact probabilities (:attr:`has_exact_probabilities`).
+
+        The default is ``exp(log_probabilities(w))``: very unlikely outputs then underflow to 0
+        here but not in :meth:`log_probabilities`, which exact computations should read. Raises
+        ``NotImplementedError`` for mechanisms with neither."""
+        if _defined_by(type(self), "log_probabilities") is Mechanism:
+            raise NotImplementedError(f"{type(self).__name__} has no closed-form probabilities; estimate by sampling instead")
+        return np.exp(self.log_probabilities(word_or_id))
 
     def log_probability_rows(self, ids: Any) -> np.ndarray:
         """``log P[M(x) = y]`` for each id x in ``ids`` (rows; UNK_ID allowed) and every vocabulary
         word y, ``(len(ids), V)`` float64. Needs exact probabilities (:attr:`has_exact_probabilities`).
 
-        The default stacks ``log_probabilities`` (or the log of ``probabilities``) one row at a
-        time; mechanisms whose rows share one distance computation override it with a batched
-        one (the exact inversion adversary and statistics over the whole vocabulary call this)."""
+        The default stacks :meth:`log_probabilities` one row at a time (or the log of
+        ``probabilities`` when a class redefines that one below the other); mechanisms whose rows
+        share one distance computation override it with a batched one (the exact inversion
+        adversary and statistics over the whole vocabulary call this)."""
         arr = self._as_ids(np.asarray(ids)).ravel()
-        fn = getattr(self, "log_probabilities", None)
-        if fn is not None:
-            rows = [np.asarray(fn(int(x)), dtype=np.float64) for x in arr]
-        else:
-            prob = getattr(self, "probabilities", None)
-            if prob is None:
-                raise NotImplementedError(f"{type(self).__name__} has no closed-form probabilities")
-            with np.errstate(divide="ignore"):
-                rows = [np.log(np.asarray(prob(int(x)), dtype=np.float64)) for x in arr]
+        row = _log_probability_row(self)
+        rows = [np.asarray(row(int(x)), dtype=np.float64) for x in arr]
         return np.stack(rows) if rows else np.empty((0, self.n_words))
 
     @property
@@ -311,6 +332,54 @@ class Mechanism(ABC):
             f"[{getattr(self.vocabulary, 'fingerprint', '?')}]; guarantee: {g.epsilon:g}*d-privacy, d = {g.metric}, "
             f"over {g.domain})"
         )
+
+
+def _defined_by(cls: type, name: str) -> type | None:
+    """The class of ``cls``'s method resolution order that defines ``name`` (None: none)."""
+    return next((c for c in cls.__mro__ if name in c.__dict__), None)
+
+
+def _rank(cls: type, name: str) -> int:
+    """Index in ``cls``'s method resolution order of the class that defines ``name`` (its
+    length when none does): a smaller rank takes precedence."""
+    return next((i for i, c in enumerate(cls.__mro__) if name in c.__dict__), len(cls.__mro__))
+
+
+def _log_probability_row(mechanism: Any) -> Any:
+    """``word -> log P[M(word) = ·]`` from the mechanism's own definition of its distribution:
+    ``log_probabilities``, or the log of ``probabilities`` where a class redefines
+    ``probabilities`` closer to the instance's class than its ``log_probabilities``."""
+    cls = type(mechanism)
+    if _rank(cls, "probabilities") < _rank(cls, "log_probabilities"):
+
+        def from_probabilities(word_or_id: Any) -> np.ndarray:
+            with np.errstate(divide="ignore"):
+                return np.log(np.asarray(mechanism.probabilities(word_or_id), dtype=np.float64))
+
+        return from_probabilities
+    return mechanism.log_probabilities
+
+
+def _batched_rows_match(mechanism: Any) -> bool:
+    """Whether ``mechanism.log_probability_rows`` is defined at least as close to the instance's
+    class (in the method resolution order) as its ``log_probabilities`` and ``probabilities``."""
+    if not callable(getattr(mechanism, "log_probability_rows", None)):
+        return False
+    cls = type(mechanism)
+    rows = _rank(cls, "log_probability_rows")
+    return rows < len(cls.__mro__) and rows <= min(_rank(cls, "log_probabilities"), _rank(cls, "probabilities"))
+
+
+def log_probability_rows_of(mechanism: Any, ids: Any) -> np.ndarray:
+    """``log P[M(x) = y]`` for each id of ``ids`` (UNK_ID allowed) and every vocabulary word y,
+    ``(len(ids), V)`` float64, from the mechanism's own distribution: its batched
+    ``log_probability_rows`` where that is defined at least as close to the instance's class as
+    its ``log_probabilities`` / ``probabilities`` (a subclass or mixin that changes the
+    distribution but inherits a batched method would otherwise get the parent's rows), else row
+    by row. What exact statistics and the exact inversion adversary read."""
+    if _batched_rows_match(mechanism):
+        return np.asarray(mechanism.log_probability_rows(ids), dtype=np.float64)
+    return Mechanism.log_probability_rows(mechanism, ids)
 
 
 def _rebuild(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -137,15 +137,23 @@ class BRR(Mechanism):
     # -- exact output distribution ---------------------------------------------------------------
     @property
     def has_exact_probabilities(self) -> bool:
-        """True only for tiny codes: see :meth:`probabilities`."""
+        """True only for tiny codes: see :meth:`log_probabilities`."""
         n = self.n_bits
         return n <= 16 and (self.n_words << n) <= _MAX_ENUM_CELLS
 
     def probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """Exact output distribution ``P[M(w) = y]`` over the vocabulary ``(V,)`` float64.
+        """Exact output distribution ``P[M(w) = y]`` over the vocabulary ``(V,)`` float64: the
+        exp of :meth:`log_probabilities` (same limits)."""
+        return np.exp(self.log_probabilities(word_or_id))
+
+    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """Exact ``log P[M(w) = y]`` over the vocabulary ``(V,)`` float64, in log space.
 
         Enumerates all 2^n_bits noisy codes with their randomized-response probabilities
-        p^H (1−p)^(n−H) and splits each one's mass uniformly among its nearest codes (the tie rule).
+        p^H (1−p)^(n−H) and splits each one's mass uniformly among its nearest codes (the tie rule):
+        P[M(w) = y] = Σ_H p^H (1−p)^(n−H)·S_H(y), S_H(y) the shares of y summed over the noisy codes
+        at Hamming distance H from φ(w), added by log-sum-exp over H (log p = −ε − log(1 + e^(−ε)),
+        so no output underflows at any ε).
         Tractable only for tiny codes: raises ``NotImplementedError`` unless n_bits ≤ 16 **and**
         2^n_bits · V ≤ 2^24 (the enumeration table), e.g. V ≤ 256 words at 16 bits, V ≤ 65,536 at
         8 bits.
@@ -166,10 +174,15 @@ class BRR(Mechanism):
         nearest = d == d.min(axis=1, keepdims=True)
         share = nearest / nearest.sum(axis=1, keepdims=True)
         x = be.code_of(np.array([w]))[0, 0]
-        h = np.bitwise_count(y ^ x).astype(np.float64)
-        p = self.flip_probability
-        logw = h * math.log(p) + (n - h) * math.log1p(-p)
-        return np.exp(logw) @ share
+        h = np.bitwise_count(y ^ x).astype(np.int64)
+        by_h = (h[None, :] == np.arange(n + 1)[:, None]).astype(np.float64) @ share  # S_H(y), (n + 1, V)
+        log_keep = -math.log1p(math.exp(-self.epsilon))  # log(1 − p)
+        hh = np.arange(n + 1, dtype=np.float64)
+        logw = hh * (log_keep - self.epsilon) + (n - hh) * log_keep  # log p = log(1 − p) − ε
+        with np.errstate(divide="ignore"):
+            terms = logw[:, None] + np.log(by_h)
+        top = terms.max(axis=0)  # finite: a word's own code is nearest to itself
+        return top + np.log(np.exp(terms - top).sum(axis=0))
 
     def __reduce__(self) -> Any:  # pickling rebuilds the search index
         return (_rebuild, (self.binary_embedding, self.epsilon, self._index_spec if self._index_spec in ("auto", "exact", "faiss-flat", "faiss-mih") else "auto"))

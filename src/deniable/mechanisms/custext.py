@@ -243,16 +243,38 @@ class CusText(EmbeddingMechanism):
         mem = self._row_members(np.array([self._row(word_or_id)]))[0]
         return [self.embedding.words[i] for i in mem[mem >= 0]]
 
-    def probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """P[M(x) = y] over the vocabulary (float64, zero outside x's output set)."""
-        row = np.array([self._row(word_or_id)])
-        lg = self._logits(row)[0]
-        mem = self._row_members(row)[0]
-        ok = mem >= 0
-        p = np.exp(lg[ok] - lg[ok].max())
-        out = np.zeros(self.n_words)
-        out[mem[ok]] = p / p.sum()
+    @property
+    def has_exact_probabilities(self) -> bool:
+        """Always True: :meth:`log_probabilities` is the closed form."""
+        return True
+
+    def log_probability_rows(self, ids: Any, *, block: int = 4096) -> np.ndarray:
+        """``log P[M(x) = y]`` for each id x in ``ids`` (UNK_ID allowed) and every word y,
+        ``(len(ids), V)`` float64: the log-softmax of the scores ε·u/2 inside x's output set,
+        ``-inf`` outside it. ``block`` rows are computed at a time."""
+        block = check_int("block", block, minimum=1)
+        ids = self._as_ids(np.asarray(ids)).ravel()
+        rows = np.where(ids == UNK_ID, self.n_words, ids)
+        out = np.full((ids.size, self.n_words), -np.inf)
+        for s in range(0, rows.size, block):
+            r = rows[s : s + block]
+            lg = self._logits(r)
+            mem = self._row_members(r)
+            m = lg.max(axis=1, keepdims=True)  # finite: every output set holds its own word
+            logp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
+            ok = mem >= 0
+            out[np.repeat(np.arange(s, s + r.size), mem.shape[1])[ok.ravel()], mem[ok]] = logp[ok]
         return out
+
+    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """log P[M(x) = y] over the vocabulary (float64, ``-inf`` outside x's output set): the
+        one-row case of :meth:`log_probability_rows`."""
+        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
+
+    def probabilities(self, word_or_id: str | int) -> np.ndarray:
+        """P[M(x) = y] over the vocabulary (float64, zero outside x's output set): the exp of
+        :meth:`log_probabilities`."""
+        return np.exp(self.log_probabilities(word_or_id))
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         """0 for equal ids, 1 within an output set, ∞ across sets (see the class docstring)."""

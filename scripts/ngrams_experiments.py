@@ -29,6 +29,7 @@ import numpy as np
 
 from deniable import ngrams
 from deniable.errors import PrivacyWarning
+from deniable.ngrams import paper
 from deniable.ngrams.bayesian import prepare_bayesian, prior_mean, weighted_log_counts
 from deniable.ngrams.counting import cap_user_totals, clamp_counts
 from deniable.ngrams.gaussian import analytic_sigma
@@ -201,10 +202,10 @@ def main() -> None:
         vals["lp_rule"], vals["lp_best"] = lp_by_W[W_rule], lp_by_W[W_lp]
         for s in range(args.seeds):
             g = np.random.default_rng([s, 0, int(eps * 1000)])
-            rel = ngrams.end_to_end_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, rng=g)
+            rel = paper.bayesian_tuned_not_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, rng=g)
             choices.append((rel.diagnostics["S"], rel.diagnostics["rho"]))
             vals["bayes_tuned"].append(kl(rel.probabilities))
-            rel_e = ngrams.end_to_end_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, score="expected", rng=np.random.default_rng([s, 3, int(eps * 1000)]))
+            rel_e = paper.bayesian_tuned_not_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, score="expected", rng=np.random.default_rng([s, 3, int(eps * 1000)]))
             choices_e.append((rel_e.diagnostics["S"], rel_e.diagnostics["rho"]))
             vals["bayes_tuned_exp"].append(kl(rel_e.probabilities))
             vals["bayes_oracle"].append(kl(plan.release(g).probabilities))
@@ -226,9 +227,9 @@ def main() -> None:
     table = {}
     table["Private baseline (not private)"] = (ppl(ngrams.private_release(X, keys=keys).probabilities), 0.0)
     table["K-anonymity with K = 50 (not DP)"] = (ppl(ngrams.k_anonymity_release(X, K=50, keys=keys).probabilities), 0.0)
-    tuned = [ppl(ngrams.end_to_end_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, rng=np.random.default_rng([s, 7])).probabilities) for s in range(args.seeds)]
+    tuned = [ppl(paper.bayesian_tuned_not_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, rng=np.random.default_rng([s, 7])).probabilities) for s in range(args.seeds)]
     table["Bayesian DP at ε = 0.2 (Algorithm 2, report-noisy-min tuning, paper's mean score)"] = summarize(tuned)
-    tuned_e = [ppl(ngrams.end_to_end_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, score="expected", rng=np.random.default_rng([s, 12])).probabilities) for s in range(args.seeds)]
+    tuned_e = [ppl(paper.bayesian_tuned_not_dp(X, alpha, epsilon=eps, delta=delta, C=C, keys=keys, score="expected", rng=np.random.default_rng([s, 12])).probabilities) for s in range(args.seeds)]
     table["Bayesian DP at ε = 0.2 (Algorithm 2, report-noisy-min tuning, expected score)"] = summarize(tuned_e)
     S_o, rho_o = extra["oracle"].get(eps) or oracle_choice(eps)
     plan = prepare_bayesian(X, alpha, epsilon=eps, delta=delta, S=S_o, rho=rho_o, C=C, keys=keys)

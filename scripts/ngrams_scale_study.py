@@ -126,10 +126,10 @@ def kl(p: np.ndarray, q: np.ndarray) -> float:
 def run_one(X: sp.csr_matrix, alpha: np.ndarray, P: np.ndarray, eps: float, seed: int, local_gammas: dict) -> dict:
     out: dict[str, float] = {}
     g = np.random.default_rng([seed, int(eps * 1000)])
-    rel = ngrams.release(X, alpha, epsilon=eps, delta=DELTA, C=C, max_ngrams_per_user=K_MAX, tune=True, sampler="numpy", rng=g)
+    rel = ngrams.release_bayesian(X, alpha, epsilon=eps, delta=DELTA, C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g)  # (S, rho) tuned privately
     out["bayes_tuned"] = kl(P, rel.probabilities)
     out["tuned_S"], out["tuned_rho"] = rel.params["S"], rel.params["rho"]
-    rel = ngrams.release(X, alpha, epsilon=eps, delta=DELTA, S=1.0, rho=0.5, C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g)
+    rel = ngrams.release_bayesian(X, alpha, epsilon=eps, delta=DELTA, S=1.0, rho=0.5, C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g)
     out["bayes_default"] = kl(P, rel.probabilities)
     out["sigma"] = rel.sigma
     # oracle (S, rho) on one noisy count vector: the same noise scale as the release above
@@ -138,8 +138,8 @@ def run_one(X: sp.csr_matrix, alpha: np.ndarray, P: np.ndarray, eps: float, seed
     mu_p = prior_mean(alpha)
     best = min((kl(P, np.exp(posterior_log_probs(c_noisy, mu_p, S, r, C))), S, r) for S in DEFAULT_TUNE_S_GRID for r in DEFAULT_TUNE_RHO_GRID)
     out["bayes_oracle"], out["oracle_S"], out["oracle_rho"] = best
-    out["laplace"] = kl(P, ngrams.release(X, alpha, epsilon=eps, delta=DELTA, mechanism="laplace", C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g).probabilities)
-    out["laplace_public"] = kl(P, ngrams.release(X, alpha, epsilon=eps, delta=DELTA, mechanism="laplace-public", C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g).probabilities)
+    out["laplace"] = kl(P, ngrams.release_laplace(X, epsilon=eps, C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g).probabilities)
+    out["laplace_public"] = kl(P, ngrams.release_laplace(X, alpha, epsilon=eps, C=C, max_ngrams_per_user=K_MAX, sampler="numpy", rng=g).probabilities)
     out["public"] = kl(P, ngrams.public_release(alpha, [str(i) for i in range(alpha.size)]).probabilities)
     # the paper's Algorithm 1 with the local exact sensitivity, oracle (S, rho)
     stats, _clamped = local_gammas["stats"], local_gammas["clamped"]

@@ -150,6 +150,49 @@ def test_tuned_release(files):
     assert "S" not in meta["params"] and "rho" not in meta["params"] and "warning:" in r.stderr
 
 
+@pytest.mark.parametrize(
+    "args,function,formal",
+    [
+        (["-e", "1"], "release_bayesian", True),
+        (["-e", "1", "-S", "0.5", "--no-tune"], "release_bayesian", True),
+        (["-m", "laplace", "-e", "1"], "release_laplace", True),
+        (["-m", "laplace-public", "-e", "1", "-W", "3"], "release_laplace", True),
+        (["-m", "laplace", "-e", "1", "-W", "3", "--local-sensitivity"], "release_laplace", True),  # a public cap: formal anyway
+        (["-e", "1", "--local-sensitivity"], "bayesian_not_dp", False),
+        (["-e", "1", "--local-sensitivity", "--tune"], "bayesian_tuned_not_dp", False),
+        (["-m", "laplace-public", "-e", "1", "-W", "3", "--local-sensitivity"], "laplace_public_not_dp", False),
+        (["-m", "laplace", "-e", "1", "-W", "paper-rule"], "laplace_not_dp", False),
+        (["-m", "laplace-public", "-e", "1", "-W", "paper-rule"], "laplace_public_not_dp", False),
+        (["-m", "k-anonymity", "-K", "1"], "k_anonymity_not_dp", False),
+    ],
+)
+def test_cli_calls_the_formal_api_and_the_paper_only_behind_its_flags(files, monkeypatch, args, function, formal):
+    """Each option set reaches exactly one of the new functions (never the deprecated release: no
+    deprecation line), the paper's only behind --local-sensitivity, -W paper-rule or -m k-anonymity."""
+    from deniable import ngrams
+    from deniable.ngrams import paper
+
+    counts = files / "counts.npz"
+    assert run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(counts)).exit_code == 0
+    called = []
+    for module, name in [(ngrams, "release_bayesian"), (ngrams, "release_laplace")] + [(paper, n) for n in paper.__all__ if n.endswith("_not_dp")]:
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: called.append(_name) or _real(*a, **k))
+    r = run("ngrams", "release", str(counts), *args, "--seed", "0", "-o", str(files / "r.tsv"))
+    assert r.exit_code == 0, r.output
+    assert called == [function] and "deprecated" not in r.stderr
+    assert read_release(files / "r.tsv")[2]["formal_dp"] is formal and ("warning:" in r.stderr) is not formal
+    assert read_release(files / "r.tsv")[2]["params"]["n"] == 3  # the vocabulary's n-gram order, as before
+
+
+def test_cli_W_only_with_the_laplace_mechanisms(files):
+    counts = files / "counts.npz"
+    assert run("ngrams", "count", str(files / "users.jsonl"), "--public", str(files / "public.txt"), "-o", str(counts)).exit_code == 0
+    for args in (["-e", "1"], ["-e", "1", "--local-sensitivity"], ["-m", "k-anonymity"]):
+        r = run("ngrams", "release", str(counts), *args, "-W", "3", "-o", str(files / "r.tsv"))
+        assert r.exit_code == 2 and "-W applies to -m laplace" in r.output
+
+
 def test_csv_input_with_custom_fields(files):
     counts = files / "c.npz"
     r = run("ngrams", "count", str(files / "users.csv"), "--public", str(files / "public.txt"), "--user-field", "author", "--text-field", "body", "-o", str(counts))

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from deniable import ngrams
 from deniable.errors import DeniableWarning, PrivacyWarning
+from deniable.ngrams import paper
 from deniable.ngrams.baselines import laplace_public_sensitivity
 
 
@@ -93,31 +94,45 @@ def test_k_anonymity_keeps_only_ngrams_of_K_users():
     assert np.allclose(rel.probabilities, 1 / 3)
 
 
-def test_release_dispatch_and_W_rule():
+def test_formal_laplace_and_the_paper_rule():
+    m = counts(3, users=40)
+    for prior in (None, np.ones(12)):
+        # the formal release bounds contributions itself (k n-grams, clamp C): no W needed, no warning
+        rel = ngrams.release_laplace(m, prior, epsilon=1.0, max_ngrams_per_user=4, C=2, sampler="numpy", rng=0)
+        assert rel.formal_dp and rel.sensitivity == (8.0 if prior is None else 2.0) and rel.sampler == "numpy"
+        assert rel.mechanism == ("laplace" if prior is None else "laplace-public")
+        with pytest.raises(ValueError, match="data dependent"):  # the paper's rule is not reachable from the formal API
+            ngrams.release_laplace(m, prior, epsilon=1.0, W="paper-rule")
+    with pytest.raises(ValueError, match="cap\\) is required"):  # the paper's Laplace + public needs an explicit W
+        paper.laplace_public_not_dp(m, np.ones(12), epsilon=1.0, W=None)
+    with pytest.raises(ValueError, match="release_laplace"):  # a numeric W and bound: formal, so not a paper mode
+        paper.laplace_public_not_dp(m, np.ones(12), epsilon=1.0, W=3.0, sensitivity=2.0)
+    with pytest.raises(ValueError, match="paper-rule"):
+        ngrams.laplace_release(m, epsilon=1.0, W="rule")
+    with pytest.warns(PrivacyWarning, match="user count"):
+        rel = paper.laplace_not_dp(m, epsilon=1.0, rng=0)
+    assert not rel.formal_dp and rel.diagnostics["W"] == 1.0  # max(1, 40/1000)
+    meta = rel.metadata()  # the data-derived W and scale are not published
+    assert meta["params"]["W"] == "paper-rule" and "laplace_scale" not in meta and "sensitivity" not in meta
+    rel = ngrams.release_laplace(m, epsilon=1.0, W=1.0, rng=0)
+    assert rel.formal_dp and rel.params["W"] == 1.0 and rel.sensitivity == 1.0 and rel.sensitivity_method == "cap"
+    with pytest.raises(ValueError, match="below the derived global L1 sensitivity"):
+        ngrams.release_laplace(m, epsilon=1.0, W=1.0, sensitivity=0.5, rng=0)
+    with pytest.raises(ValueError, match="below the derived global L1 sensitivity 2"):
+        ngrams.release_laplace(m, np.ones(12), epsilon=1.0, sensitivity=1.0, rng=0)
+    with pytest.raises(ValueError, match="below the derived global L1 sensitivity 2"):
+        ngrams.laplace_public_release(m, np.ones(12), epsilon=1.0, W=1.0, sensitivity=1.0)
+
+
+def test_deprecated_release_dispatch_errors():
     m = counts(3, users=40)
     for mech in ("laplace", "laplace-public"):
         with pytest.raises(ValueError, match="W is required"):  # the paper's modes still need an explicit W
             ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism=mech, local_sensitivity=True, rng=0)
-        # the formal default bounds contributions itself (k n-grams, clamp C): no W needed, no warning
-        rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism=mech, max_ngrams_per_user=4, C=2, sampler="numpy", rng=0)
-        assert rel.formal_dp and rel.sensitivity == (8.0 if mech == "laplace" else 2.0) and rel.sampler == "numpy"
-    with pytest.raises(ValueError, match="paper-rule"):
-        ngrams.laplace_release(m, epsilon=1.0, W="rule")
-    with pytest.warns(PrivacyWarning, match="user count"):
-        rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", W="paper-rule", rng=0)
-    assert not rel.formal_dp and rel.diagnostics["W"] == 1.0  # max(1, 40/1000)
-    meta = rel.metadata()  # the data-derived W and scale are not published
-    assert meta["params"]["W"] == "paper-rule" and "laplace_scale" not in meta and "sensitivity" not in meta
-    rel = ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", W=1.0, rng=0)
-    assert rel.formal_dp and rel.params["W"] == 1.0 and rel.sensitivity == 1.0
-    with pytest.raises(ValueError, match="below the derived global L1 sensitivity"):
-        ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", W=1.0, sensitivity=0.5, rng=0)
-    with pytest.raises(ValueError, match="below the derived global L1 sensitivity 2"):
-        ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace-public", sensitivity=1.0, rng=0)
-    with pytest.raises(ValueError, match="below the derived global L1 sensitivity 2"):
-        ngrams.laplace_public_release(m, np.ones(12), epsilon=1.0, W=1.0, sensitivity=1.0)
     with pytest.raises(ValueError, match="mechanism"):
         ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="nope")
+    with pytest.raises(ValueError, match="bayesian mechanism only"):
+        ngrams.release(m, np.ones(12), epsilon=1.0, delta=1e-5, mechanism="laplace", tune=True)
 
 
 def test_public_and_private_references():

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from deniable import ngrams
 from deniable.errors import PrivacyWarning
+from deniable.ngrams import paper
 from deniable.ngrams.counting import users_per_ngram
 
 PUBLIC = ["the cat sat on the mat. the dog sat on the log!", "a cat sat on a mat"]
@@ -56,12 +57,13 @@ def test_count_users_drops_private_only_ngrams():
 def test_private_only_ngrams_never_released(mechanism):
     vocab = ngrams.build_vocabulary(ngrams.count_public(PUBLIC, 3), n=3)
     users = ngrams.count_users(PRIVATE, vocab)
-    kw = {"K": 1} if mechanism == "k-anonymity" else {"W": 2.0} if mechanism.startswith("laplace") else {}
-    if mechanism != "k-anonymity":  # the formal releases: no warning
-        rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, mechanism=mechanism, rng=0, **kw)
+    if mechanism == "bayesian":  # the formal releases: no warning
+        rel = ngrams.release_bayesian(users, vocab, epsilon=1.0, delta=1e-5, rng=0)
+    elif mechanism.startswith("laplace"):
+        rel = ngrams.release_laplace(users, vocab if mechanism == "laplace-public" else None, epsilon=1.0, W=2.0, rng=0)
     else:
         with pytest.warns(PrivacyWarning):
-            rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, mechanism=mechanism, rng=0, **kw)
+            rel = paper.k_anonymity_not_dp(users, K=1)
     private_grams = {g for _, text in PRIVATE for g in ngrams.ngrams_of(text, 3)}
     private_only = private_grams - set(ngrams.count_public(PUBLIC, 3))
     assert private_only  # the fixture has some
@@ -74,10 +76,10 @@ def test_private_only_ngrams_never_released(mechanism):
 def test_tuned_release_keys_are_public_only():
     vocab = ngrams.build_vocabulary(ngrams.count_public(PUBLIC, 3), n=3)
     users = ngrams.count_users(PRIVATE * 3, vocab)
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, tune=True, rng=0)  # formal
-    assert rel.keys == vocab.keys and rel.formal_dp
+    rel = ngrams.release_bayesian(users, vocab, epsilon=1.0, delta=1e-5, rng=0)  # formal, (S, rho) tuned privately
+    assert rel.keys == vocab.keys and rel.formal_dp and rel.params["tuning"] == "noisy-holdout"
     with pytest.warns(PrivacyWarning):
-        rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-5, tune=True, local_sensitivity=True, rng=0)
+        rel = paper.bayesian_tuned_not_dp(users, vocab, epsilon=1.0, delta=1e-5, rng=0)
     assert rel.keys == vocab.keys
 
 

@@ -45,17 +45,24 @@ def with_user(m: sp.csr_matrix, row: np.ndarray) -> sp.csr_matrix:
     return sp.vstack([m, sp.csr_matrix(row.reshape(1, -1))], format="csr")
 
 
-FORMAL_MODES = {  # name -> (release kwargs, norm)
-    "bayesian": (dict(), 2),  # the default: (S, rho) tuned on a noisy split
-    "bayesian-given": (dict(S=0.5, rho=0.7), 2),
-    "bayesian-C3-k7": (dict(C=3, max_ngrams_per_user=7), 2),
-    "bayesian-tuned": (dict(tune=True, S_grid=[0.1, 1.0], rho_grid=[0.3, 0.9]), 2),
-    "bayesian-sens": (dict(sensitivity=9.0, S=1.0), 2),
-    "laplace": (dict(mechanism="laplace"), 1),
-    "laplace-W": (dict(mechanism="laplace", W=4.0), 1),
-    "laplace-public": (dict(mechanism="laplace-public"), 1),
-    "laplace-public-W": (dict(mechanism="laplace-public", W=4.0), 1),
+FORMAL_MODES = {  # name -> (release function, its kwargs, norm)
+    "bayesian": ("bayesian", dict(), 2),  # the default: (S, rho) tuned on a noisy split
+    "bayesian-given": ("bayesian", dict(S=0.5, rho=0.7), 2),
+    "bayesian-C3-k7": ("bayesian", dict(C=3, max_ngrams_per_user=7), 2),
+    "bayesian-tuned": ("bayesian", dict(S_grid=[0.1, 1.0], rho_grid=[0.3, 0.9]), 2),
+    "bayesian-sens": ("bayesian", dict(sensitivity=9.0, S=1.0), 2),
+    "laplace": ("laplace", dict(), 1),
+    "laplace-W": ("laplace", dict(W=4.0), 1),
+    "laplace-public": ("laplace-public", dict(), 1),
+    "laplace-public-W": ("laplace-public", dict(W=4.0), 1),
 }
+
+
+def formal_release(kind: str, data, alpha, seed, **kw):
+    """The formal API: release_bayesian, or release_laplace without / with the public prior."""
+    if kind == "bayesian":
+        return ngrams.release_bayesian(data, alpha, epsilon=1.0, delta=1e-6, rng=seed, **kw)
+    return ngrams.release_laplace(data, alpha if kind == "laplace-public" else None, epsilon=1.0, rng=seed, **kw)
 
 
 class Recorder:
@@ -77,10 +84,10 @@ class Recorder:
 
 def statistic_change(recorder: Recorder, D, D2, kwargs, seed) -> tuple[float, float, float]:
     """(||stat(D2) - stat(D)||_norm, sensitivity used for D, for D2)."""
-    kw, norm = kwargs
+    kind, kw, norm = kwargs
     recorder.calls.clear()
     for data in (D, D2):
-        rel = ngrams.release(data, np.arange(1.0, V + 1), epsilon=1.0, delta=1e-6, rng=seed, **kw)
+        rel = formal_release(kind, data, np.arange(1.0, V + 1), seed, **kw)
         assert rel.formal_dp
     (x1, s1), (x2, s2) = recorder.calls
     return float(np.linalg.norm(x2 - x1, ord=norm)), s1, s2
@@ -106,9 +113,9 @@ def test_derived_sensitivities_are_tight_for_the_worst_user(monkeypatch):
     rec = Recorder(monkeypatch)
     D = base_dataset()
     D2 = with_user(D, adversaries()["huge-unique"])
-    change, s, _ = statistic_change(rec, D, D2, (dict(C=3, max_ngrams_per_user=7), 2), 0)
+    change, s, _ = statistic_change(rec, D, D2, ("bayesian", dict(C=3, max_ngrams_per_user=7), 2), 0)
     assert change == pytest.approx(s) and s == pytest.approx(3 * math.sqrt(7))
-    change, s, _ = statistic_change(rec, D, D2, (dict(mechanism="laplace", C=3, max_ngrams_per_user=7), 1), 0)
+    change, s, _ = statistic_change(rec, D, D2, ("laplace", dict(C=3, max_ngrams_per_user=7), 1), 0)
     assert change == pytest.approx(s) == 21.0
 
 
@@ -165,7 +172,7 @@ def _release_stat(data, alpha, n, seed0, **kw):
     """T = mean log θ on the adversary's n-grams minus mean log θ on the others, n releases."""
     out = np.empty(n)
     for i in range(n):
-        rel = ngrams.release(data, alpha, epsilon=1.0, delta=1e-6, rng=seed0 + i, **kw)
+        rel = ngrams.release_bayesian(data, alpha, epsilon=1.0, delta=1e-6, rng=seed0 + i, **kw)
         lp = np.log(rel.probabilities)
         out[i] = lp[BASE_COLS:].mean() - lp[:BASE_COLS].mean()
     return out
@@ -174,7 +181,7 @@ def _release_stat(data, alpha, n, seed0, **kw):
 @pytest.mark.slow
 @pytest.mark.parametrize("kwargs", [dict(), dict(S=1.0, rho=0.5)], ids=["default-tuned", "S-rho-given"])
 def test_default_release_black_box_epsilon(monkeypatch, kwargs):
-    """release(counts, public, epsilon=1, delta=1e-6) as shipped (OpenDP sampler when installed;
+    """release_bayesian(counts, public, epsilon=1, delta=1e-6) as shipped (OpenDP sampler when installed;
     the default tunes (S, ρ), the second case gives them): D vs D + a user with huge counts on 40
     n-grams nobody else has. The empirical ε lower bound is <= 1. Control: the same test on a
     planted release without the bounding step finds ε above 1 (with S, ρ given; the tuned default

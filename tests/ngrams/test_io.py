@@ -10,6 +10,7 @@ import pytest
 
 from deniable import ngrams
 from deniable.errors import DataError, PrivacyWarning
+from deniable.ngrams import paper
 from deniable.ngrams.io import load_counts, read_release, read_texts, read_user_texts, save_counts, write_release
 
 
@@ -73,7 +74,7 @@ def test_counts_roundtrip(tmp_path):
 @pytest.mark.parametrize("suffix", ["tsv", "parquet"])
 def test_release_roundtrip(tmp_path, suffix):
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
+    rel = ngrams.release_bayesian(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     p = tmp_path / f"r.{suffix}"
     write_release(p, rel)
     keys, probs, meta = read_release(p)
@@ -101,13 +102,13 @@ def _numbers(v):
     return {repr(float(v)), json.dumps(float(v))} | ({str(int(v))} if float(v).is_integer() else set())
 
 
-LOCAL = {
-    "exact": dict(local_sensitivity=True),
-    "claim1": dict(sensitivity="claim1", local_sensitivity=True),
-    "tuned": dict(tune=True, S_grid=[0.1, 1.0], rho_grid=[0.3, 0.6], local_sensitivity=True),
-    "laplace-public": dict(mechanism="laplace-public", W=5.0, local_sensitivity=True),
-    "paper-rule": dict(mechanism="laplace", W="paper-rule"),
-    "k-anonymity": dict(mechanism="k-anonymity", K=1),
+LOCAL = {  # the paper's modes (NOT DP), on (users, vocab)
+    "exact": lambda u, v: paper.bayesian_not_dp(u, v, epsilon=1.0, delta=1e-6, rng=0),
+    "claim1": lambda u, v: paper.bayesian_not_dp(u, v, epsilon=1.0, delta=1e-6, sensitivity="claim1", rng=0),
+    "tuned": lambda u, v: paper.bayesian_tuned_not_dp(u, v, epsilon=1.0, delta=1e-6, S_grid=[0.1, 1.0], rho_grid=[0.3, 0.6], rng=0),
+    "laplace-public": lambda u, v: paper.laplace_public_not_dp(u, v, epsilon=1.0, W=5.0, rng=0),
+    "paper-rule": lambda u, v: paper.laplace_not_dp(u, epsilon=1.0, rng=0),
+    "k-anonymity": lambda u, v: paper.k_anonymity_not_dp(u, K=1),
 }
 
 
@@ -118,7 +119,7 @@ def test_written_release_has_no_data_dependent_values(tmp_path, suffix, mode):
     vocab = ngrams.build_vocabulary(ngrams.count_public(["a b c d e. a b c d. b c d e a"], 2), n=2)
     users = ngrams.count_users([(f"u{i}", t) for i, t in enumerate(["a b c", "c d e", "b c d", "a b", "d e a b", "b c", "a b c d e", "e a"])], vocab)
     with pytest.warns(PrivacyWarning, match="NOT"):
-        rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0, **LOCAL[mode])
+        rel = LOCAL[mode](users, vocab)
     assert not rel.formal_dp
     p = tmp_path / f"r.{suffix}"
     write_release(p, rel)
@@ -144,8 +145,8 @@ def test_written_release_has_no_data_dependent_values(tmp_path, suffix, mode):
 
 def test_formal_releases_publish_only_public_scales(tmp_path):
     users, vocab = _bundle()
-    lap = ngrams.release(users, vocab, epsilon=0.5, delta=0, mechanism="laplace", W=3.0, rng=0)
-    bay = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=8.0, sampler="numpy", rng=0)
+    lap = ngrams.release_laplace(users, epsilon=0.5, W=3.0, rng=0)
+    bay = ngrams.release_bayesian(users, vocab, epsilon=1.0, delta=1e-6, sensitivity=8.0, sampler="numpy", rng=0)
     for rel in (lap, bay):
         assert rel.formal_dp
         p = tmp_path / "r.tsv"
@@ -158,7 +159,7 @@ def test_formal_releases_publish_only_public_scales(tmp_path):
 
 def test_failed_write_leaves_target_untouched(tmp_path):
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
+    rel = ngrams.release_bayesian(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     p = tmp_path / "r.tsv"
     p.write_text("old")
     with pytest.raises(ValueError):
@@ -288,7 +289,7 @@ def test_counts_with_negative_or_nan_values_in_the_api_are_rejected():
 
     for bad in (np.array([[1.0, -1.0]]), np.array([[np.nan, 1.0]])):
         with pytest.raises(ValueError, match="finite and >= 0"):
-            ngrams.release(sp.csr_matrix(bad), np.ones(2), epsilon=1.0, delta=1e-6)
+            ngrams.release_bayesian(sp.csr_matrix(bad), np.ones(2), epsilon=1.0, delta=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -316,7 +317,7 @@ def test_outputs_get_normal_permissions(tmp_path):
     import os
 
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
+    rel = ngrams.release_bayesian(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     old = os.umask(0o022)
     try:
         for p in (tmp_path / "c.npz", tmp_path / "r.tsv", tmp_path / "r.parquet"):
@@ -330,7 +331,7 @@ def test_outputs_get_normal_permissions(tmp_path):
 
 def test_gzipped_tsv_release_roundtrip(tmp_path):
     users, vocab = _bundle()
-    rel = ngrams.release(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
+    rel = ngrams.release_bayesian(users, vocab, epsilon=1.0, delta=1e-6, rng=0)
     p = tmp_path / "r.tsv.gz"
     write_release(p, rel)
     assert p.read_bytes()[:2] == b"\x1f\x8b"

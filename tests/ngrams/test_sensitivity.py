@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from deniable import ngrams
 from deniable.errors import PrivacyWarning
+from deniable.ngrams import paper
 from deniable.ngrams.sensitivity import brute_force_sensitivity, claim1_bound, exact_sensitivity, per_user_sensitivity
 
 
@@ -65,9 +66,9 @@ def test_release_reports_sensitivity_and_method():
     m = ngrams.clamp_counts(random_counts(5, 20, 15), 1)
     alpha = np.arange(15, dtype=float)
     with pytest.warns(PrivacyWarning):
-        ex = ngrams.bayesian_dp(m, alpha, epsilon=0.5, delta=1e-6, S=0.5, rho=0.4, C=1, rng=0)
+        ex = paper.bayesian_not_dp(m, alpha, epsilon=0.5, delta=1e-6, S=0.5, rho=0.4, C=1, rng=0)
     with pytest.warns(PrivacyWarning):
-        c1 = ngrams.bayesian_dp(m, alpha, epsilon=0.5, delta=1e-6, S=0.5, rho=0.4, C=1, sensitivity="claim1", rng=0)
+        c1 = paper.bayesian_not_dp(m, alpha, epsilon=0.5, delta=1e-6, S=0.5, rho=0.4, C=1, sensitivity="claim1", rng=0)
     assert not ex.formal_dp and not c1.formal_dp  # both are local sensitivities of this data
     assert ex.sensitivity_method == "exact" and c1.sensitivity_method == "claim1"
     assert ex.sensitivity == pytest.approx(0.4 * exact_sensitivity(m, 0.5, 1))

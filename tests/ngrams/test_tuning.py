@@ -11,6 +11,7 @@ from scipy import integrate, stats
 
 from deniable import ngrams
 from deniable.errors import PrivacyWarning
+from deniable.ngrams import paper
 from deniable.ngrams.bayesian import prior_mean
 from deniable.ngrams.sensitivity import log_count_stats
 from deniable.ngrams.tuning import cross_entropy_scores, report_noisy_min, train_score_sensitivity
@@ -19,7 +20,7 @@ from deniable.ngrams.tuning import cross_entropy_scores, report_noisy_min, train
 def tuned(*args, **kwargs):
     """Algorithm 2 (local sensitivities: never formal DP, always a PrivacyWarning)."""
     with pytest.warns(PrivacyWarning, match="local sensitivity"):
-        rel = ngrams.end_to_end_dp(*args, **kwargs)
+        rel = paper.bayesian_tuned_not_dp(*args, **kwargs)
     assert not rel.formal_dp
     return rel
 
@@ -129,7 +130,7 @@ def test_expected_score_avoids_high_noise_candidates():
         assert exp_pick.sigma < mean_pick.sigma / 5
         assert ngrams.kl_divergence(probs, exp_pick.probabilities) < ngrams.kl_divergence(probs, mean_pick.probabilities)
     with pytest.raises(ValueError, match="score"):
-        ngrams.end_to_end_dp(dense, alpha, score="median", **kw)
+        paper.bayesian_tuned_not_dp(dense, alpha, score="median", **kw)
 
 
 def test_end_to_end_dp_reports_budget_and_choice():
@@ -169,9 +170,9 @@ def test_end_to_end_dp_picks_the_clear_winner_at_large_epsilon():
 def test_end_to_end_dp_validation():
     m = sp.csr_matrix(np.ones((1, 3)))
     with pytest.raises(ValueError, match="at least 2 users"):
-        ngrams.end_to_end_dp(m, np.ones(3), epsilon=1.0, delta=1e-5)
+        paper.bayesian_tuned_not_dp(m, np.ones(3), epsilon=1.0, delta=1e-5)
     with pytest.raises(ValueError):
-        ngrams.end_to_end_dp(sp.csr_matrix(np.ones((4, 3))), np.ones(3), epsilon=1.0, delta=1e-5, sensitivity=0.5)
+        paper.bayesian_tuned_not_dp(sp.csr_matrix(np.ones((4, 3))), np.ones(3), epsilon=1.0, delta=1e-5, sensitivity=0.5)
 
 
 def test_end_to_end_dp_with_claim1_uses_the_corrected_lipschitz_bound():

@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import warnings
+from typing import Any
 
 import click
 import numpy as np
@@ -60,28 +61,25 @@ def _unit(ctx: click.Context, param: click.Parameter, value: float | None) -> fl
     return value
 
 
-def _sensitivity(ctx: click.Context, param: click.Parameter, value: str | None) -> str | float | None:
-    if value is None or value in ("exact", "claim1"):
+def _number_or_keyword(value: str | None, keywords: tuple[str, ...], expected: str) -> str | float | None:
+    """``value`` as a finite number > 0, or one of ``keywords`` unchanged (None stays None)."""
+    if value is None or value in keywords:
         return value
     try:
         v = float(value)
     except ValueError:
-        raise click.BadParameter(f"must be a number > 0 (>= the derived bound), or 'exact'/'claim1' with --local-sensitivity, got {value!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise click.BadParameter(f"a sensitivity bound must be a finite number > 0, got {value}")
-    return v
-
-
-def _cap(ctx: click.Context, param: click.Parameter, value: str | None) -> str | float | None:
-    if value is None or value == "paper-rule":
-        return value
-    try:
-        v = float(value)
-    except ValueError:
-        raise click.BadParameter(f"must be a number > 0 or 'paper-rule', got {value!r}") from None
+        raise click.BadParameter(f"must be {expected}, got {value!r}") from None
     if not (math.isfinite(v) and v > 0):
         raise click.BadParameter(f"must be a finite number > 0, got {value}")
     return v
+
+
+def _sensitivity(ctx: click.Context, param: click.Parameter, value: str | None) -> str | float | None:
+    return _number_or_keyword(value, ("exact", "claim1"), "a number > 0 (>= the derived bound), or 'exact'/'claim1' with --local-sensitivity")
+
+
+def _cap(ctx: click.Context, param: click.Parameter, value: str | None) -> str | float | None:
+    return _number_or_keyword(value, ("paper-rule",), "a number > 0 or 'paper-rule'")
 
 
 def _counts_output(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -226,7 +224,6 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
     paper-rule and -m k-anonymity are NOT formal: a warning line says so. The release file holds
     only data-independent metadata.
     """
-    from ..ngrams import release as do_release
     from ..ngrams.io import load_counts, release_format, write_release
 
     try:
@@ -237,6 +234,8 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
         raise click.UsageError("--epsilon is required for the DP mechanisms")
     if tune and mechanism != "bayesian":
         raise click.UsageError("--tune applies to the bayesian mechanism only")
+    if W is not None and mechanism not in ("laplace", "laplace-public"):
+        raise click.UsageError("-W applies to -m laplace and -m laplace-public only")
     if isinstance(sensitivity, str) and not local:
         raise click.UsageError(f"--sensitivity {sensitivity} is the paper's local sensitivity (NOT DP): add --local-sensitivity to reproduce the paper, or omit --sensitivity for the formal release")
     if local and mechanism in ("laplace", "laplace-public") and W is None:
@@ -254,25 +253,9 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
         bar.update(1)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            rel = do_release(
-                users,
-                vocab,
-                epsilon=epsilon if epsilon is not None else 1.0,
-                delta=delta,
-                mechanism=mechanism,
-                S=S,
-                rho=rho,
-                C=C,
-                max_ngrams_per_user=max_ngrams,
-                sensitivity=sensitivity,
-                local_sensitivity=local,
-                calibration=calibration,
-                tune=tune,
-                score=score,
-                W=W,
-                K=K,
-                sampler=sampler,
-                rng=seed,
+            rel = _release(
+                users, vocab, mechanism, epsilon=epsilon if epsilon is not None else 1.0, delta=delta, S=S, rho=rho, C=C, max_ngrams=max_ngrams, tune=tune,
+                score=score, local=local, sensitivity=sensitivity, calibration=calibration, W=W, K=K, sampler=sampler, seed=seed,
             )
         bar.update(1)
         write_release(output, rel, fmt=fmt)
@@ -299,6 +282,39 @@ def release(counts: str, output: str, mechanism: str, epsilon: float | None, del
     if show_diagnostics:
         click.echo("warning: the diagnostics below are computed from the private data and are NOT privatized; do not publish them", err=True)
         click.echo("diagnostics: " + json.dumps(rel.diagnostics_json(), sort_keys=True), err=True)
+
+
+def _release(users, vocab, mechanism: str, *, epsilon: float, delta: float, S: float | None, rho: float | None, C: float, max_ngrams: int, tune: bool | None,
+             score: str, local: bool, sensitivity: Any, calibration: str, W: Any, K: int, sampler: str, seed: int | None):
+    """The release the options select: :func:`~deniable.ngrams.release_bayesian` or
+    :func:`~deniable.ngrams.release_laplace` (formal), or a :mod:`deniable.ngrams.paper` function
+    (NOT DP) only behind ``--local-sensitivity``, ``-W paper-rule`` or ``-m k-anonymity``. Records
+    the vocabulary's n-gram order ``n`` (public) in every release. ``sensitivity`` and ``W`` are
+    the parsed options (a number, a keyword or None); the functions refuse a keyword where it has
+    no meaning, with a message that becomes the usage error."""
+    from ..ngrams import paper, release_bayesian, release_laplace
+
+    if mechanism == "k-anonymity":
+        rel = paper.k_anonymity_not_dp(users, K=K)
+    elif mechanism == "bayesian" and local:
+        kw: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "C": C, "sensitivity": "exact" if sensitivity is None else sensitivity, "calibration": calibration}
+        if tune:
+            rel = paper.bayesian_tuned_not_dp(users, vocab, score=score, rng=seed, **kw)
+        else:
+            rel = paper.bayesian_not_dp(users, vocab, S=1.0 if S is None else S, rho=0.5 if rho is None else rho, rng=seed, **kw)
+    elif mechanism == "bayesian":
+        if tune is not None:  # --tune: chosen privately whatever -S/--rho say; --no-tune: the defaults of the missing ones
+            S, rho = (None, None) if tune else (1.0 if S is None else S, 0.5 if rho is None else rho)
+        rel = release_bayesian(users, vocab, epsilon=epsilon, delta=delta, C=C, max_ngrams_per_user=max_ngrams, S=S, rho=rho, sensitivity=sensitivity, sampler=sampler, rng=seed)
+    elif mechanism == "laplace" and W == "paper-rule":
+        rel = paper.laplace_not_dp(users, epsilon=epsilon, rng=seed)
+    elif mechanism == "laplace-public" and (W == "paper-rule" or (local and not isinstance(sensitivity, float))):
+        default = "exact" if local else 2.0  # the paper's local L1 sensitivity, or the global bound 2 with the paper's W
+        rel = paper.laplace_public_not_dp(users, vocab, epsilon=epsilon, W=W, sensitivity=default if sensitivity is None else sensitivity, rng=seed)
+    else:
+        prior = vocab if mechanism == "laplace-public" else None
+        rel = release_laplace(users, prior, epsilon=epsilon, W=W, C=C, max_ngrams_per_user=max_ngrams, sensitivity=sensitivity, sampler=sampler, rng=seed)
+    return rel if "n" in rel.params else rel.with_params(n=int(vocab.n))
 
 
 @ngrams.command()

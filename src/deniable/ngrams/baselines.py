@@ -7,7 +7,10 @@ n-grams never appear. Formal (ε, 0)-DP under user-level add/remove adjacency ho
 caller-given W and ``sensitivity=<number>`` >= 2 (2 is the derived global bound; a smaller number is
 rejected); the paper's
 W = |U|/1000 rule and the local L1 sensitivity of Laplace + public are NOT formal guarantees
-(``formal_dp`` False, PrivacyWarning). k-anonymity is not DP at all.
+(``formal_dp`` False, PrivacyWarning). k-anonymity is not DP at all. These functions draw numpy
+noise and reproduce the paper's tables; the formal Laplace releases (bounds k and C or W, OpenDP
+samplers when installed) are :func:`deniable.ngrams.release_laplace`, and the non-DP modes are
+gathered in :mod:`deniable.ngrams.paper`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import numpy as np
 from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_positive
 from ..errors import DeniableWarning
-from .bayesian import public_vector
-from .counting import Vocabulary, _as_csr, cap_user_totals, keys_of, users_per_ngram
+from .bayesian import public_vector, vocabulary_params
+from .counting import _as_csr, cap_user_totals, keys_of, users_per_ngram
 from .gaussian import laplace_scale
 from .release import LOCAL_SENSITIVITY_NOTE, Release, warn_if_not_formal
 
@@ -31,6 +34,8 @@ __all__ = [
     "laplace_release",
     "laplace_public_release",
     "laplace_public_sensitivity",
+    "normalised_prior",
+    "prior_difference",
     "k_anonymity_release",
     "public_release",
     "private_release",
@@ -54,6 +59,41 @@ def _resolve_W(W: object, n_users: int) -> tuple[float, bool]:
             f"or W={PAPER_RULE!r} for the paper's |U|/1000 rule (data dependent, not formal DP)"
         )
     return check_positive("W", W), True
+
+
+def _capped(user_counts: object, W: object, keys: Sequence[str] | None) -> tuple[Any, tuple[str, ...], float, bool, int]:
+    """§4.2's per-user total cap: (capped rows, column keys, W, whether W is public, user count)."""
+    n_users = int(_as_csr(user_counts).shape[0])
+    W_value, public_W = _resolve_W(W, n_users)
+    m = cap_user_totals(user_counts, W_value)
+    return m, keys_of(user_counts, keys, m.shape[1]), W_value, public_W, n_users
+
+
+def _paper_rule_guarantee(epsilon: float) -> str:
+    return (
+        f"nominal ({epsilon:g}, 0), user level; reproduces Ramadan et al. \u00a74.3: the cap W = max(1, |U|/1000) is "
+        "derived from this dataset's user count \u2014 NOT a formal differential-privacy guarantee"
+    )
+
+
+def _numpy_laplace_record(**fields: Any) -> Release:
+    """The record of a Laplace baseline (δ = 0, numpy noise); warns unless ``formal_dp``."""
+    return warn_if_not_formal(Release(delta=0.0, sampler="numpy", **fields))
+
+
+def normalised_prior(public_counts: object, keys: Sequence[str] | None, n_cols: int) -> np.ndarray:
+    """α̃: the public counts as a distribution over the columns (uniform when they are all 0)."""
+    alpha = public_vector(public_counts, keys, n_cols)
+    total = alpha.sum()
+    return alpha / total if total > 0 else np.full(n_cols, 1.0 / n_cols)
+
+
+def prior_difference(counts: Any, alpha_n: np.ndarray) -> np.ndarray:
+    """f = c/‖c‖₁ − α̃, the statistic Laplace + public noises (§4.2, item 2), with c the column sums
+    of the users' (capped or bounded) ``counts``; 0 when c = 0."""
+    c = np.bincount(counts.indices, weights=counts.data, minlength=alpha_n.size).astype(np.float64)
+    T = c.sum()
+    return (c / T - alpha_n) if T > 0 else np.zeros(alpha_n.size)
 
 
 def _normalise_or_uniform(x: np.ndarray, what: str) -> np.ndarray:
@@ -84,11 +124,8 @@ def laplace_release(
     private users: NOT formally DP (``formal_dp`` False, PrivacyWarning; W in ``diagnostics``).
     """
     epsilon = check_positive("epsilon", epsilon)
-    n_users = int(_as_csr(user_counts).shape[0])
-    W, public_W = _resolve_W(W, n_users)
-    m = cap_user_totals(user_counts, W)
+    m, key_tuple, W, public_W, n_users = _capped(user_counts, W, keys)
     V = m.shape[1]
-    key_tuple = keys_of(user_counts, keys, V)
     c = np.bincount(m.indices, weights=m.data, minlength=V)
     b = laplace_scale(epsilon, W)
     noisy = np.maximum(c + as_generator(rng).laplace(0.0, b, size=V), 0.0)
@@ -96,27 +133,13 @@ def laplace_release(
     if public_W:
         guarantee = f"({epsilon:g}, 0)-DP, user-level add/remove adjacency, for any data (per-user total capped at W={W:g})"
     else:
-        guarantee = (
-            f"nominal ({epsilon:g}, 0), user level; reproduces Ramadan et al. \u00a74.3: the cap W = max(1, |U|/1000) is "
-            "derived from this dataset's user count \u2014 NOT a formal differential-privacy guarantee"
-        )
+        guarantee = _paper_rule_guarantee(epsilon)
         diagnostics.update(W=W, laplace_scale=b, sensitivity=W)
-    rel = Release(
-        keys=key_tuple,
-        probabilities=_normalise_or_uniform(noisy, "laplace_release"),
-        mechanism="laplace",
-        epsilon=epsilon,
-        delta=0.0,
-        guarantee=guarantee,
-        formal_dp=public_W,
-        laplace_scale=b,
-        sensitivity=W,
-        sensitivity_method="cap",
-        sampler="numpy",
-        params={"W": W if public_W else PAPER_RULE, "vocabulary_size": int(V)},
-        diagnostics=diagnostics,
+    return _numpy_laplace_record(
+        keys=key_tuple, probabilities=_normalise_or_uniform(noisy, "laplace_release"), mechanism="laplace", epsilon=epsilon, guarantee=guarantee,
+        formal_dp=public_W, laplace_scale=b, sensitivity=W, sensitivity_method="cap",
+        params={"W": W if public_W else PAPER_RULE, "vocabulary_size": int(V)}, diagnostics=diagnostics,
     )
-    return warn_if_not_formal(rel)
 
 
 def laplace_public_sensitivity(capped: object) -> float:
@@ -168,7 +191,7 @@ def laplace_public_release(
     Guarantee: ε-DP (δ = 0) under user-level add/remove adjacency only with a number ``W`` and a
     number ``sensitivity`` >= 2, the global bound on Δ₁ derived from c/‖c‖₁ and α̃ being
     distributions (a smaller number is a ValueError; ``formal_dp`` True). These functions draw
-    numpy noise; :func:`deniable.ngrams.release` uses :mod:`deniable.ngrams.formal` (bounds k and C
+    numpy noise; :func:`deniable.ngrams.release_laplace` is the formal release (bounds k and C
     or W, OpenDP samplers when installed). The default local Δ₁, or
     ``W="paper-rule"``, reproduce the paper but are NOT formally DP (``formal_dp`` False,
     PrivacyWarning; Δ₁ and the scale are in ``diagnostics``).
@@ -186,17 +209,10 @@ def laplace_public_release(
                 f"sensitivity={sensitivity:g} is below the derived global L1 sensitivity 2 of c/|c|_1 - alpha "
                 "(a difference of two distributions); pass a number >= 2, or 'exact' for the paper's local value (not DP)"
             )
-    n_users = int(_as_csr(user_counts).shape[0])
-    W, public_W = _resolve_W(W, n_users)
-    m = cap_user_totals(user_counts, W)
+    m, key_tuple, W, public_W, n_users = _capped(user_counts, W, keys)
     V = m.shape[1]
-    key_tuple = keys_of(user_counts, keys, V)
-    alpha = public_vector(public_counts, key_tuple, V)
-    a_sum = alpha.sum()
-    alpha_n = alpha / a_sum if a_sum > 0 else np.full(V, 1.0 / V)
-    c = np.bincount(m.indices, weights=m.data, minlength=V)
-    T = c.sum()
-    f = (c / T - alpha_n) if T > 0 else np.zeros(V)
+    alpha_n = normalised_prior(public_counts, key_tuple, V)
+    f = prior_difference(m, alpha_n)
     given = not isinstance(sensitivity, str)
     sens = float(sensitivity) if given else laplace_public_sensitivity(m)
     b = laplace_scale(epsilon, sens)
@@ -218,28 +234,12 @@ def laplace_public_release(
     elif not given:
         guarantee = f"nominal ({epsilon:g}, 0), user level, exact L1 sensitivity; " + LOCAL_SENSITIVITY_NOTE
     else:
-        guarantee = (
-            f"nominal ({epsilon:g}, 0), user level; reproduces Ramadan et al. \u00a74.3: the cap W = max(1, |U|/1000) is "
-            "derived from this dataset's user count \u2014 NOT a formal differential-privacy guarantee"
-        )
-    if isinstance(public_counts, Vocabulary):
-        params["n"] = int(public_counts.n)
-    rel = Release(
-        keys=key_tuple,
-        probabilities=_normalise_or_uniform(out, "laplace_public_release"),
-        mechanism="laplace-public",
-        epsilon=epsilon,
-        delta=0.0,
-        guarantee=guarantee,
-        formal_dp=formal,
-        laplace_scale=b,
-        sensitivity=sens,
-        sensitivity_method="given" if given else "exact",
-        sampler="numpy",
-        params=params,
-        diagnostics=diagnostics,
+        guarantee = _paper_rule_guarantee(epsilon)
+    params.update(vocabulary_params(public_counts))
+    return _numpy_laplace_record(
+        keys=key_tuple, probabilities=_normalise_or_uniform(out, "laplace_public_release"), mechanism="laplace-public", epsilon=epsilon, guarantee=guarantee,
+        formal_dp=formal, laplace_scale=b, sensitivity=sens, sensitivity_method="given" if given else "exact", params=params, diagnostics=diagnostics,
     )
-    return warn_if_not_formal(rel)
 
 
 def k_anonymity_release(user_counts: object, *, K: int = 50, keys: Sequence[str] | None = None) -> Release:
@@ -249,24 +249,28 @@ def k_anonymity_release(user_counts: object, *, K: int = 50, keys: Sequence[str]
     ``formal_dp`` False and a PrivacyWarning.
     """
     K = check_int("K", K, minimum=1)
-    m = _as_csr(user_counts)
-    V = m.shape[1]
-    key_tuple = keys_of(user_counts, keys, V)
+    m, key_tuple, c = _private_totals(user_counts, keys)
     N = users_per_ngram(m)
-    c = np.bincount(m.indices, weights=m.data, minlength=V).astype(np.float64)
-    kept = np.where(N >= K, c, 0.0)
-    rel = Release(
+    return _not_dp_record(
         keys=key_tuple,
-        probabilities=_normalise_or_uniform(kept, "k_anonymity_release"),
+        probabilities=_normalise_or_uniform(np.where(N >= K, c, 0.0), "k_anonymity_release"),
         mechanism="k-anonymity",
-        epsilon=None,
-        delta=None,
         guarantee=f"NOT differentially private: k-anonymity (every n-gram with non-zero mass was used by >= {K} users)",
-        formal_dp=False,
-        params={"K": K, "vocabulary_size": int(V)},
+        params={"K": K, "vocabulary_size": int(m.shape[1])},
         diagnostics={"kept": int((N >= K).sum()), "n_users": int(m.shape[0])},
     )
-    return warn_if_not_formal(rel)
+
+
+def _private_totals(user_counts: object, keys: Sequence[str] | None) -> tuple[Any, tuple[str, ...], np.ndarray]:
+    """(rows, column keys, float64 column totals) of the raw private counts."""
+    m = _as_csr(user_counts)
+    V = m.shape[1]
+    return m, keys_of(user_counts, keys, V), np.bincount(m.indices, weights=m.data, minlength=V).astype(np.float64)
+
+
+def _not_dp_record(**fields: Any) -> Release:
+    """The record of a baseline without any DP guarantee (no ε, δ); emits the PrivacyWarning."""
+    return warn_if_not_formal(Release(epsilon=None, delta=None, formal_dp=False, **fields))
 
 
 def public_release(public_counts: object, keys: Sequence[str]) -> Release:
@@ -288,18 +292,11 @@ def public_release(public_counts: object, keys: Sequence[str]) -> Release:
 def private_release(user_counts: object, *, keys: Sequence[str] | None = None) -> Release:
     """The private baseline of Table 1: the raw private distribution. NOT PRIVATE (reference only;
     ``formal_dp`` False and a PrivacyWarning)."""
-    m = _as_csr(user_counts)
-    V = m.shape[1]
-    key_tuple = keys_of(user_counts, keys, V)
-    c = np.bincount(m.indices, weights=m.data, minlength=V).astype(np.float64)
-    rel = Release(
+    m, key_tuple, c = _private_totals(user_counts, keys)
+    return _not_dp_record(
         keys=key_tuple,
         probabilities=_normalise_or_uniform(c, "private_release"),
         mechanism="private",
-        epsilon=None,
-        delta=None,
         guarantee="NOT PRIVATE: the exact private distribution (an evaluation reference only)",
-        formal_dp=False,
         diagnostics={"n_users": int(m.shape[0])},
     )
-    return warn_if_not_formal(rel)

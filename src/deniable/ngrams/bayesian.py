@@ -18,8 +18,9 @@ contributes, so the number is not backed by an enforced bound. ``formal_dp`` is 
 says so (:data:`~deniable.ngrams.release.LOCAL_SENSITIVITY_NOTE`), a
 :class:`~deniable.errors.PrivacyWarning` is emitted, and γ, σ and the user count stay in
 ``Release.diagnostics`` (never written to release files). The formal release, with bounds the
-library enforces and noise on the bounded counts, is :mod:`deniable.ngrams.formal` (the default of
-:func:`deniable.ngrams.release`; here reached with ``local_sensitivity=True``).
+library enforces and noise on the bounded counts, is :func:`deniable.ngrams.release_bayesian`
+(:mod:`deniable.ngrams.formal`); the paper's release is reached through
+:func:`deniable.ngrams.paper.bayesian_not_dp`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from .gaussian import CALIBRATIONS, calibrate_sigma
 from .release import LOCAL_SENSITIVITY_NOTE, Release, warn_if_not_formal
 from .sensitivity import LogCountStats, claim1_bound, exact_sensitivity, log_count_stats
 
-__all__ = ["prior_mean", "public_vector", "BayesianPlan", "prepare_bayesian", "bayesian_dp", "SENSITIVITY_METHODS", "is_formal", "guarantee_text"]
+__all__ = ["prior_mean", "public_vector", "vocabulary_params", "BayesianPlan", "prepare_bayesian", "SENSITIVITY_METHODS", "is_formal", "guarantee_text"]
 
 SENSITIVITY_METHODS = ("exact", "claim1")
 
@@ -71,6 +72,12 @@ def public_vector(public_counts: object, keys: Sequence[str] | None, n_cols: int
     return alpha
 
 
+def vocabulary_params(public_counts: object) -> dict[str, int]:
+    """``{"n": order}`` when ``public_counts`` is a :class:`Vocabulary` (a public parameter every
+    release records), else ``{}``."""
+    return {"n": int(public_counts.n)} if isinstance(public_counts, Vocabulary) else {}
+
+
 def _check_sensitivity(sensitivity: object) -> str | float:
     if isinstance(sensitivity, str):
         if sensitivity not in SENSITIVITY_METHODS:
@@ -89,7 +96,7 @@ def is_formal(method: str, calibration: str, epsilon: float) -> bool:
 
     The sensitivity here is local ("exact", "claim1") or a caller's number that no enforced
     contribution bound backs (nothing limits how many n-grams one user has). The formal release
-    is :func:`deniable.ngrams.formal.formal_bayesian` (the default of :func:`deniable.ngrams.release`).
+    is :func:`deniable.ngrams.release_bayesian`.
     """
     return False
 
@@ -188,7 +195,27 @@ def prepare_bayesian(
     keys: Sequence[str] | None = None,
     clamp: bool = True,
 ) -> BayesianPlan:
-    """Algorithm 1 up to (not including) the noise draw. See :func:`bayesian_dp`."""
+    """Algorithm 1 up to (not including) the noise draw; NOT formally DP (module docstring).
+
+    Parameters
+    ----------
+    user_counts : :class:`UserCounts` or a users × |V| sparse/dense count matrix (raw counts;
+        clamped here to ``C``, §3.1, unless ``clamp`` is False).
+    public_counts : α — a :class:`Vocabulary`, an array aligned with the columns, or a mapping.
+    epsilon, delta : privacy parameters of the Gaussian mechanism (nominal: see the guarantee).
+    S, rho, C : decay weight slope (Equation 5), private/public weighting ρ, per-user clamp C.
+    sensitivity : "exact" (default; the brute-force maximum over this data's users, O(nnz);
+        local), "claim1" (Claim 1's bound on this data; local), or a number (a bound on
+        ‖Δ(w⊙x̂)‖₂ asserted by the caller; not verified, so not formal).
+    calibration : "analytic" (default; Balle & Wang 2018) or "classic" (paper; ε < 1 only).
+    keys : column keys when ``user_counts`` is a bare matrix.
+
+    Returns
+    -------
+    :class:`BayesianPlan`: ``.release(rng)`` is Algorithm 1's output (σ, ``calibration``,
+    ``sensitivity`` = ρ·γ, public ``params``, ``diagnostics`` with the user count and the local γ
+    and σ, never written); ``.sample(rng, size)`` draws many.
+    """
     epsilon = check_positive("epsilon", epsilon)
     delta = check_unit_interval("delta", delta, open_low=True, open_high=True)
     S = check_positive("S", S)
@@ -222,64 +249,6 @@ def prepare_bayesian(
         params["sensitivity_bound"] = gamma  # public: supplied by the caller
     else:
         diagnostics["gamma"] = gamma  # local sensitivity: a function of the data
-    if isinstance(public_counts, Vocabulary):
-        params["n"] = int(public_counts.n)
+    params.update(vocabulary_params(public_counts))
     return BayesianPlan(key_tuple, mu, sigma, gamma, epsilon, delta, calibration, method_name, params, diagnostics)
-
-
-def bayesian_dp(
-    user_counts: object,
-    public_counts: object,
-    *,
-    epsilon: float,
-    delta: float,
-    S: float = 1.0,
-    rho: float = 0.5,
-    C: float = 1,
-    sensitivity: str | float = "exact",
-    calibration: str = "analytic",
-    keys: Sequence[str] | None = None,
-    rng: RNGLike = None,
-) -> Release:
-    """Algorithm 1 (BayesianDP): release softmax(h), h ~ N(ρ·w⊙x̂ + (1−ρ)·μ_p, σ²I).
-
-    Guarantee: NOT formally DP (``formal_dp`` False, PrivacyWarning): ``"exact"`` and ``"claim1"``
-    reproduce the paper with a local sensitivity, and a number is a caller's claim no enforced
-    bound backs (see the module docstring; the formal release is
-    :func:`deniable.ngrams.formal.formal_bayesian`). Private n-grams outside the public vocabulary cannot appear: the columns
-    are the public vocabulary.
-
-    Parameters
-    ----------
-    user_counts : :class:`UserCounts` or a users × |V| sparse/dense count matrix (raw counts;
-        clamped here to ``C``, §3.1).
-    public_counts : α — a :class:`Vocabulary`, an array aligned with the columns, or a mapping.
-    epsilon, delta : privacy parameters of the Gaussian mechanism.
-    S, rho, C : decay weight slope (Equation 5), private/public weighting ρ, per-user clamp C.
-    sensitivity : "exact" (default; the brute-force maximum over this data's users, O(nnz);
-        local), "claim1" (Claim 1's bound on this data; local), or a number (a bound on
-        ‖Δ(w⊙x̂)‖₂ asserted by the caller; not verified, so not formal).
-    calibration : "analytic" (default; Balle & Wang 2018) or "classic" (paper; ε < 1 only).
-    keys : column keys when ``user_counts`` is a bare matrix.
-    rng : Generator, seed or None.
-
-    Returns
-    -------
-    Release with ``sigma``, ``calibration``, ``sensitivity`` (= ρ·γ, the L2 sensitivity of μ_ps),
-    ``formal_dp``, ``guarantee``, public ``params`` (S, ρ, C, |V|, n, the given bound) and
-    ``diagnostics`` (user count, local γ and σ; not privatized, never written).
-    """
-    plan = prepare_bayesian(
-        user_counts,
-        public_counts,
-        epsilon=epsilon,
-        delta=delta,
-        S=S,
-        rho=rho,
-        C=C,
-        sensitivity=sensitivity,
-        calibration=calibration,
-        keys=keys,
-    )
-    return plan.release(rng)
 

@@ -1,5 +1,8 @@
 """Formal (ε, δ)-DP n-gram releases by construction: bound, noise the bounded counts, post-process.
 
+The public entry points are :func:`release_bayesian` and :func:`release_laplace` (re-exported as
+``deniable.ngrams.release_bayesian`` and ``deniable.ngrams.release_laplace``).
+
 The paper's Algorithm 1 (Ramadan, Withers & Orr, §3, Theorem 1, Corollary 1) adds Gaussian noise to
 h ~ N(ρ·w⊙x̂ + (1−ρ)·μ_p, σ²I) with σ calibrated to the *local* sensitivity of w⊙x̂ (a maximum
 over removing each user of the data at hand, §3.1 and Claim 1). That σ is itself a function of the
@@ -21,7 +24,7 @@ sensitivity the library derives from bounds it enforced itself:
    release θ = softmax(μ) (Equation 4). No second noise draw: the release is a deterministic
    function of c̃ and public values. N is never released separately, so no budget is split.
 
-**Tuning (S, ρ) without extra budget** (``tune=True``; replaces Algorithm 2's report-noisy-min,
+**Tuning (S, ρ) without extra budget** (S and ρ both None; replaces Algorithm 2's report-noisy-min,
 whose scales were local): users are assigned to a validation set (probability
 ``validation_fraction``, an independent coin per user) or the training set; the bounded counts of
 both sets, stacked as one vector (c_train, c_val), get Gaussian noise for L2 sensitivity C·√k —
@@ -40,9 +43,10 @@ add/remove adjacency, for any data, over the PUBLIC vocabulary. ``formal_dp`` is
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,10 +54,12 @@ import numpy as np
 from .._rng import RNGLike, as_generator
 from .._validation import check_positive, check_unit_interval
 from . import noise
-from .bayesian import prior_mean, public_vector
+from .baselines import normalised_prior, prior_difference
+from .bayesian import prior_mean, public_vector, vocabulary_params
 from .bounding import DEFAULT_MAX_NGRAMS_PER_USER, bound_contributions, check_max_ngrams, l1_sensitivity, l2_sensitivity
-from .counting import Vocabulary, _as_csr, cap_user_totals, keys_of
+from .counting import _as_csr, cap_user_totals, keys_of
 from .release import Release
+from .tuning import check_grid
 
 __all__ = [
     "DEFAULT_TUNE_S_GRID",
@@ -61,9 +67,8 @@ __all__ = [
     "column_sums",
     "resolve_sensitivity",
     "posterior_log_probs",
-    "formal_bayesian",
-    "formal_laplace",
-    "formal_laplace_public",
+    "release_bayesian",
+    "release_laplace",
 ]
 
 DEFAULT_TUNE_S_GRID = (0.001, 0.01, 0.1, 1.0, 10.0)
@@ -86,7 +91,8 @@ def resolve_sensitivity(given: object, derived: float, norm: str, what: str) -> 
     if isinstance(given, str):
         raise ValueError(
             f"sensitivity={given!r} is one of the paper's local (data-dependent) sensitivities, which are not DP: "
-            "pass local_sensitivity=True to reproduce the paper, or leave sensitivity unset for the formal release"
+            "leave sensitivity unset (or give a number >= the derived bound) for the formal release; "
+            "the paper's calibrations are in deniable.ngrams.paper (reproduction only)"
         )
     if isinstance(given, bool) or not isinstance(given, numbers.Real):
         raise TypeError(f"sensitivity must be None (derived) or a number, got {given!r}")
@@ -112,160 +118,160 @@ def posterior_log_probs(c_noisy: np.ndarray, mu_p: np.ndarray, S: float, rho: fl
     return h - (top + np.log(np.exp(h - top).sum()))  # log-softmax (scipy's logsumexp is slow on 40 small calls)
 
 
-def _params_n(params: dict[str, Any], public_counts: object) -> None:
-    if isinstance(public_counts, Vocabulary):
-        params["n"] = int(public_counts.n)
-
-
 def _probs(logp: np.ndarray) -> np.ndarray:
     p = np.exp(logp)
     return p / p.sum()
 
 
-def formal_bayesian(
+def release_bayesian(
     user_counts: object,
     public_counts: object,
     *,
     epsilon: float,
     delta: float,
-    S: float = 1.0,
-    rho: float = 0.5,
     C: float = 1,
     max_ngrams_per_user: int = DEFAULT_MAX_NGRAMS_PER_USER,
-    sensitivity: float | None = None,
-    tune: bool = False,
+    S: float | None = None,
+    rho: float | None = None,
     S_grid: Sequence[float] = DEFAULT_TUNE_S_GRID,
     rho_grid: Sequence[float] = DEFAULT_TUNE_RHO_GRID,
     validation_fraction: float = 0.1,
+    sensitivity: float | None = None,
     sampler: str = "auto",
     keys: Sequence[str] | None = None,
     rng: RNGLike = None,
 ) -> Release:
-    """Bayesian release with a public prior, formal (ε, δ)-DP by construction (module docstring).
+    """Bayesian release of an n-gram distribution with a public prior, formal (ε, δ)-DP.
 
-    Guarantee: (ε, δ)-DP under user-level add/remove adjacency for any data: the only private
-    input to the output is the bounded count vector plus Gaussian noise calibrated to its derived
-    L2 sensitivity C·√k; S, ρ (or their noisy-holdout choice) and the prior are post-processing.
+    The posterior mean of Ramadan, Withers & Orr (``shared/papers/ngram_bayesian_dp.txt``, §3:
+    Equations 1, 2, 4, 5, Corollary 1) computed from the bounded counts plus Gaussian noise,
+    instead of Algorithm 1's noise calibrated to a local sensitivity (§3.1; module docstring).
+
+    Guarantee: (ε, δ)-DP (§2.1, Definition 1, adjacency: adding or removing one user's whole
+    data) for any data, over the public vocabulary. The only private input to the output is the
+    bounded count vector plus Gaussian noise for its L2 sensitivity C·√k (Definition 2), derived
+    from the bounds the release enforced; σ from the analytic Gaussian mechanism (Balle & Wang
+    2018, valid for every ε, unlike §2.2's Definition 4) or OpenDP's discrete Gaussian. S, ρ (or
+    their noisy-holdout choice, replacing §3.2's report-noisy-min at no extra budget) and the prior
+    are post-processing. ``formal_dp`` is True; nothing warns.
 
     Parameters
     ----------
     user_counts : :class:`~deniable.ngrams.UserCounts` or a users × |V| count matrix (bounded here).
     public_counts : the public prior α (a Vocabulary, an aligned array or a mapping).
     epsilon, delta : the total privacy budget.
-    S, rho : decay slope and private weight of Corollary 1 (public; ignored when ``tune``).
-    C, max_ngrams_per_user : the contribution bounds the release enforces.
-    sensitivity : None (derived C·√k) or a number >= it (more noise); smaller is a ValueError.
-    tune : choose (S, ρ) over ``S_grid`` × ``rho_grid`` on a noisy validation split (no extra budget).
-    validation_fraction : probability that a user goes to the validation split when ``tune``.
+    C, max_ngrams_per_user : the contribution bounds the release enforces: counts clamped to C,
+        at most k distinct n-grams per user (a uniformly random subset).
+    S, rho : decay slope (Equation 5) and private weight ρ (Corollary 1), public. Both None
+        (default): chosen over ``S_grid`` × ``rho_grid`` on a noisy validation split at no extra
+        budget. Giving either one fixes them (the other defaults to S = 1, ρ = 0.5).
+    S_grid, rho_grid, validation_fraction : the tuning grid and the probability that a user goes
+        to the validation split (used only when S and ρ are both None).
+    sensitivity : None (the derived C·√k) or a number >= it (more noise); smaller is a ValueError.
     sampler : "auto" (OpenDP when installed), "opendp" or "numpy" (see :mod:`.noise`).
     keys : column keys when ``user_counts`` is a bare matrix.
     rng : Generator, seed or None (subset selection, split; and the noise with ``sampler="numpy"``).
 
     Returns
     -------
-    Release with ``formal_dp`` True, σ, the derived sensitivity, the sampler, and public params.
+    Release with ``formal_dp`` True, σ, the derived sensitivity, the sampler, and public params
+    (C, k, S, ρ, the tuning, n).
     """
     epsilon = check_positive("epsilon", epsilon)
     delta = check_unit_interval("delta", delta, open_low=True, open_high=True)
     C = check_positive("C", C)
     k = check_max_ngrams(max_ngrams_per_user)
-    if tune:
-        S_values = tuple(check_positive("S_grid entry", s) for s in S_grid)
-        rho_values = tuple(check_unit_interval("rho_grid entry", r) for r in rho_grid)
-        if not S_values or not rho_values:
-            raise ValueError("S_grid and rho_grid must be non-empty")
-        validation_fraction = check_unit_interval("validation_fraction", validation_fraction, open_low=True, open_high=True)
-    else:
-        S = check_positive("S", S)
-        rho = check_unit_interval("rho", rho)
-    derived = l2_sensitivity(k, C)
-    sens, how = resolve_sensitivity(sensitivity, derived, "L2", f"the bounded counts (C*sqrt(k) with C={C:g}, k={k})")
+    tuning = _check_tuning(S_grid, rho_grid, validation_fraction) if S is None and rho is None else None
+    if tuning is None:
+        S = check_positive("S", 1.0 if S is None else S)
+        rho = check_unit_interval("rho", 0.5 if rho is None else rho)
+    sens, how = resolve_sensitivity(sensitivity, l2_sensitivity(k, C), "L2", f"the bounded counts (C*sqrt(k) with C={C:g}, k={k})")
     m = _as_csr(user_counts)
-    V = m.shape[1]
-    key_tuple = keys_of(user_counts, keys, V)
-    mu_p = prior_mean(public_vector(public_counts, key_tuple, V))
+    key_tuple = keys_of(user_counts, keys, m.shape[1])
+    mu_p = prior_mean(public_vector(public_counts, key_tuple, m.shape[1]))
     g_bound, g_split, g_noise = as_generator(rng).spawn(3)
     b = bound_contributions(m, k, C, g_bound)
-    params: dict[str, Any] = {"C": C, "max_ngrams_per_user": k, "vocabulary_size": int(V), "noised": "bounded counts"}
-    if how == "given":
-        params["sensitivity_bound"] = sens
-    if not tune:
-        c = column_sums(b)
-        noisy, sigma, used = noise.gaussian_mechanism(c, sens, epsilon, delta, sampler=sampler, rng=g_noise)
-        logp = posterior_log_probs(noisy, mu_p, S, rho, C)
-        params.update(S=S, rho=rho, tuning="none (S and rho given by the caller)")
+
+    def gaussian(x: np.ndarray) -> tuple[np.ndarray, float, str]:
+        return noise.gaussian_mechanism(x, sens, epsilon, delta, sampler=sampler, rng=g_noise)
+
+    if tuning is None:
+        noisy, sigma, used = gaussian(column_sums(b))
+        logp = posterior_log_probs(noisy, mu_p, S, rho, C)  # type: ignore[arg-type]
+        chosen: dict[str, Any] = {"S": S, "rho": rho, "tuning": "none (S and rho given by the caller)"}
         tuning_text = "S, rho given"
     else:
-        val = g_split.random(m.shape[0]) < validation_fraction
-        c2 = np.concatenate([column_sums(b[~val]), column_sums(b[val])])
-        noisy, sigma, used = noise.gaussian_mechanism(c2, sens, epsilon, delta, sampler=sampler, rng=g_noise)
-        c_train, c_val = noisy[:V], noisy[V:]
-        # Score every candidate against the noisy validation counts, relative to the public prior
-        # (rho = 0): d_k = -c_val . (log theta_k - log theta_0) is unbiased for the true difference
-        # and its noise has sd sigma * ||log theta_k - log theta_0||_2 (sigma is public). Choose the
-        # smallest upper confidence bound d_k + z * sd_k, so noise alone rarely beats the prior.
-        lp0 = posterior_log_probs(c_train, mu_p, 1.0, 0.0, C)
-        best = (0.0, 1.0, 0.0, lp0)  # the prior itself: bound 0
-        for s_ in S_values:
-            for r_ in rho_values:
-                lp = posterior_log_probs(c_train, mu_p, s_, r_, C)
-                diff = lp - lp0
-                bound = -float(np.dot(c_val, diff)) + TUNE_Z * sigma * float(np.linalg.norm(diff))
-                if bound < best[0]:
-                    best = (bound, s_, r_, lp)
-        _, S, rho, logp = best
-        params.update(
-            S=S,
-            rho=rho,
-            tuning="noisy-holdout",
-            validation_fraction=validation_fraction,
-            S_grid=list(S_values),
-            rho_grid=list(rho_values),
-        )
+        logp, sigma, used, chosen = _noisy_holdout(b, mu_p, tuning, C, gaussian, g_split)
         tuning_text = "S, rho chosen on a noisy validation split at no extra cost (one Gaussian query on both splits)"
-    _params_n(params, public_counts)
+    params = {"C": C, "max_ngrams_per_user": k, "vocabulary_size": int(m.shape[1]), "noised": "bounded counts", **chosen, **vocabulary_params(public_counts)}
+    if how == "given":
+        params["sensitivity_bound"] = sens
     guarantee = (
         f"({epsilon:g}, {delta:g})-DP, user-level add/remove adjacency, for any data: at most {k} distinct n-grams per user "
         f"(random subset), counts clamped to C={C:g}; Gaussian noise on the bounded counts for L2 sensitivity {sens:g} "
         f"({used} sampler); {tuning_text}; prior combination is post-processing"
     )
     return Release(
-        keys=key_tuple,
-        probabilities=_probs(logp),
-        mechanism="bayesian",
-        epsilon=epsilon,
-        delta=delta,
-        guarantee=guarantee,
-        formal_dp=True,
-        sigma=sigma,
-        calibration="opendp-zcdp" if used == "opendp" else "analytic",
-        sensitivity=sens,
-        sensitivity_method=how,
-        sampler=used,
-        params=params,
-        diagnostics={"n_users": int(m.shape[0])},
+        keys=key_tuple, probabilities=_probs(logp), mechanism="bayesian", epsilon=epsilon, delta=delta, guarantee=guarantee, formal_dp=True,
+        sigma=sigma, calibration="opendp-zcdp" if used == "opendp" else "analytic", sensitivity=sens, sensitivity_method=how, sampler=used,
+        params=params, diagnostics={"n_users": int(m.shape[0])},
     )
 
 
-def _bounded(m, W: object, k: int, C: float, gen: np.random.Generator) -> tuple[Any, float | None]:
-    """Bounded user rows: proportional cap at a numeric W (paper §4.2), else k n-grams and clamp C."""
+_Tuning = tuple[tuple[float, ...], tuple[float, ...], float]
+
+
+def _check_tuning(S_grid: Sequence[float], rho_grid: Sequence[float], validation_fraction: float) -> _Tuning:
+    """The validated (S grid, ρ grid, validation fraction) of the noisy-holdout tuning."""
+    S_values, rho_values = check_grid(S_grid, rho_grid)
+    return S_values, rho_values, check_unit_interval("validation_fraction", validation_fraction, open_low=True, open_high=True)
+
+
+def _noisy_holdout(
+    b: Any,
+    mu_p: np.ndarray,
+    tuning: _Tuning,
+    C: float,
+    gaussian: Callable[[np.ndarray], tuple[np.ndarray, float, str]],
+    g_split: np.random.Generator,
+) -> tuple[np.ndarray, float, str, dict[str, Any]]:
+    """(log θ, σ, sampler, the public tuning params) of the tuning by noisy holdout (module docstring).
+
+    Each user (row of the bounded ``b``) goes to the validation split with probability
+    ``validation_fraction``; the two splits' counts get ONE Gaussian noise draw (``gaussian``).
+    Every candidate is scored against the noisy validation counts relative to the public prior
+    (ρ = 0): d = −c̃_val·(log θ − log θ⁰) is unbiased for the true difference and its noise has
+    sd σ·‖log θ − log θ⁰‖₂ (σ is public); the smallest upper bound d + TUNE_Z·sd wins, the prior
+    itself (bound 0) when none is clearly better.
+    """
+    S_values, rho_values, validation_fraction = tuning
+    V = b.shape[1]
+    val = g_split.random(b.shape[0]) < validation_fraction
+    noisy, sigma, used = gaussian(np.concatenate([column_sums(b[~val]), column_sums(b[val])]))
+    c_train, c_val = noisy[:V], noisy[V:]
+    lp0 = posterior_log_probs(c_train, mu_p, 1.0, 0.0, C)
+    best = (0.0, 1.0, 0.0, lp0)  # the prior itself: bound 0
+    for s_, r_ in itertools.product(S_values, rho_values):
+        lp = posterior_log_probs(c_train, mu_p, s_, r_, C)
+        diff = lp - lp0
+        bound = -float(np.dot(c_val, diff)) + TUNE_Z * sigma * float(np.linalg.norm(diff))
+        if bound < best[0]:
+            best = (bound, s_, r_, lp)
+    _, S, rho, logp = best
+    chosen = {"S": S, "rho": rho, "tuning": "noisy-holdout", "validation_fraction": validation_fraction, "S_grid": list(S_values), "rho_grid": list(rho_values)}
+    return logp, sigma, used, chosen
+
+
+def _check_cap(W: object) -> float | None:
+    """A caller's per-user total cap: None or a number > 0 (the paper's rule is data dependent)."""
     if W is None:
-        return bound_contributions(m, k, C, gen), None
+        return None
     if isinstance(W, str):
-        raise ValueError(f"W={W!r} is data dependent (not DP); use local_sensitivity=True for the paper's rule")
-    W = check_positive("W", W)
-    return cap_user_totals(m, W), W
-
-
-def _bound_params(params: dict[str, Any], Wv: float | None, C: float, k: int, sens: float, how: str) -> dict[str, Any]:
-    """``params`` with the enforced bound (W, or C and k) and a caller's larger sensitivity."""
-    if Wv is not None:
-        params["W"] = Wv
-    else:
-        params.update(C=C, max_ngrams_per_user=k)
-    if how == "given":
-        params["sensitivity_bound"] = sens
-    return params
+        raise ValueError(
+            f"W={W!r} is data dependent (not DP): give a number chosen without the private data, or None for the bounds k and C; "
+            "the paper's rule is deniable.ngrams.paper.laplace_not_dp / laplace_public_not_dp"
+        )
+    return check_positive("W", W)
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -273,8 +279,9 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return x / s if s > 0 else np.full(x.size, 1.0 / x.size)
 
 
-def formal_laplace(
+def release_laplace(
     user_counts: object,
+    public_counts: object = None,
     *,
     epsilon: float,
     W: float | None = None,
@@ -285,98 +292,72 @@ def formal_laplace(
     keys: Sequence[str] | None = None,
     rng: RNGLike = None,
 ) -> Release:
-    """Laplace baseline (§4.2, item 1) with enforced bounds: bounded counts + Laplace, threshold at
-    0, normalise.
+    """The Laplace baselines of Ramadan, Withers & Orr (``shared/papers/ngram_bayesian_dp.txt``,
+    §4.2) with bounds the release enforces, formal (ε, 0)-DP.
 
-    Guarantee: (ε, 0)-DP under user-level add/remove adjacency for any data. Bounds: with ``W``
-    None, at most k n-grams per user clamped to C (derived L1 sensitivity C·k); with a number
-    ``W``, each user's counts scaled to total at most W (the paper's cap; L1 sensitivity W).
+    Without ``public_counts`` (§4.2, item 1): bounded counts + Laplace noise, thresholded at 0 and
+    normalised. With ``public_counts`` (§4.2, item 2, "Laplace + public"):
+    max(c/‖c‖₁ − α̃ + Lap(2/ε) + α̃, 0), normalised, α̃ the normalised public counts.
+
+    Guarantee: (ε, 0)-DP (§2.1, Definition 1, with add/remove adjacency: one user's whole data)
+    for any data, over the public vocabulary; the Laplace mechanism (§2.2, Definition 3) with the
+    L1 sensitivity (Definition 2) derived from enforced bounds. Bounds: with ``W`` None, at most
+    k n-grams per user (a random subset) clamped to C, L1 sensitivity C·k; with a number ``W``
+    (chosen without the private data; the paper's cap), each user's counts scaled to total at most
+    W, sensitivity W. With the prior the noised statistic c/‖c‖₁ − α̃ (0 when c = 0) is a
+    difference of two distributions, so its L1 sensitivity is 2 whatever the bounds (which keep
+    each user's influence on c finite). The paper's W = |U|/1000 rule (§4.3) is data dependent and
+    refused here (:func:`deniable.ngrams.paper.laplace_not_dp`). ``formal_dp`` is True.
+
+    Parameters
+    ----------
+    user_counts : :class:`~deniable.ngrams.UserCounts` or a users × |V| count matrix (bounded here).
+    public_counts : None (item 1) or the public counts α (item 2): a Vocabulary, an aligned
+        array or a mapping.
+    epsilon : the privacy budget (δ = 0).
+    W : None (bounds k and C) or a per-user total cap (a number > 0).
+    C, max_ngrams_per_user : the bounds enforced when ``W`` is None.
+    sensitivity : None (derived: C·k, W, or 2 with the prior) or a number >= it (more noise).
+    sampler : "auto" (OpenDP when installed), "opendp" or "numpy" (see :mod:`.noise`).
+    keys : column keys when ``user_counts`` is a bare matrix.
+    rng : Generator, seed or None (subset selection; and the noise with ``sampler="numpy"``).
     """
     epsilon = check_positive("epsilon", epsilon)
     C = check_positive("C", C)
     k = check_max_ngrams(max_ngrams_per_user)
-    m = _as_csr(user_counts)
-    V = m.shape[1]
-    key_tuple = keys_of(user_counts, keys, V)
-    g_bound, g_noise = as_generator(rng).spawn(2)
-    b, Wv = _bounded(m, W, k, C, g_bound)
-    derived = Wv if Wv is not None else l1_sensitivity(k, C)
-    what = f"the capped counts (W={Wv:g})" if Wv is not None else f"the bounded counts (C*k with C={C:g}, k={k})"
-    sens, how = resolve_sensitivity(sensitivity, derived, "L1", what)
-    c = column_sums(b) if Wv is None else np.bincount(b.indices, weights=b.data, minlength=V)
-    noisy, scale, used = noise.laplace_mechanism(c, sens, epsilon, sampler=sampler, rng=g_noise)
-    params = _bound_params({"vocabulary_size": int(V), "noised": "bounded counts"}, Wv, C, k, sens, how)
-    if Wv is not None:
-        bound_text = f"per-user total capped at W={Wv:g}"
+    Wv = _check_cap(W)
+    if public_counts is not None:
+        derived, what = 2.0, "c/|c|_1 - alpha (a difference of two distributions)"
+    elif Wv is not None:
+        derived, what = Wv, f"the capped counts (W={Wv:g})"
     else:
-        bound_text = f"at most {k} distinct n-grams per user (random subset), counts clamped to C={C:g}"
-    return Release(
-        keys=key_tuple,
-        probabilities=_normalise(np.maximum(noisy, 0.0)),
-        mechanism="laplace",
-        epsilon=epsilon,
-        delta=0.0,
-        guarantee=f"({epsilon:g}, 0)-DP, user-level add/remove adjacency, for any data: {bound_text}; Laplace noise for L1 sensitivity {sens:g} ({used} sampler)",
-        formal_dp=True,
-        laplace_scale=scale,
-        sensitivity=sens,
-        sensitivity_method=how if Wv is None else ("cap" if how == "derived" else how),
-        sampler=used,
-        params=params,
-        diagnostics={"n_users": int(m.shape[0])},
-    )
-
-
-def formal_laplace_public(
-    user_counts: object,
-    public_counts: object,
-    *,
-    epsilon: float,
-    W: float | None = None,
-    C: float = 1,
-    max_ngrams_per_user: int = DEFAULT_MAX_NGRAMS_PER_USER,
-    sensitivity: float | None = None,
-    sampler: str = "auto",
-    keys: Sequence[str] | None = None,
-    rng: RNGLike = None,
-) -> Release:
-    """Laplace + public (§4.2, item 2): max(c/‖c‖₁ − α̃ + Lap(2/ε) + α̃, 0), normalised.
-
-    Guarantee: (ε, 0)-DP under user-level add/remove adjacency for any data. c/‖c‖₁ and α̃ are
-    distributions, so f(D) = c/‖c‖₁ − α̃ (0 when c = 0) changes by at most 2 in L1 when one user is
-    added or removed: the derived sensitivity is 2 (bounds as :func:`formal_laplace`, which keep
-    each user's influence on c finite; the L1 bound 2 holds regardless).
-    """
-    epsilon = check_positive("epsilon", epsilon)
-    C = check_positive("C", C)
-    k = check_max_ngrams(max_ngrams_per_user)
+        derived, what = l1_sensitivity(k, C), f"the bounded counts (C*k with C={C:g}, k={k})"
+    sens, how = resolve_sensitivity(sensitivity, derived, "L1", what)
     m = _as_csr(user_counts)
     V = m.shape[1]
     key_tuple = keys_of(user_counts, keys, V)
-    alpha = public_vector(public_counts, key_tuple, V)
-    a_sum = alpha.sum()
-    alpha_n = alpha / a_sum if a_sum > 0 else np.full(V, 1.0 / V)
+    alpha_n = None if public_counts is None else normalised_prior(public_counts, key_tuple, V)
     g_bound, g_noise = as_generator(rng).spawn(2)
-    b, Wv = _bounded(m, W, k, C, g_bound)
-    sens, how = resolve_sensitivity(sensitivity, 2.0, "L1", "c/|c|_1 - alpha (a difference of two distributions)")
-    c = np.bincount(b.indices, weights=b.data, minlength=V).astype(np.float64)
-    T = c.sum()
-    f = (c / T - alpha_n) if T > 0 else np.zeros(V)
-    noisy, scale, used = noise.laplace_mechanism(f, sens, epsilon, sampler=sampler, rng=g_noise)
-    params = _bound_params({"vocabulary_size": int(V), "noised": "normalised bounded counts minus the prior"}, Wv, C, k, sens, how)
-    _params_n(params, public_counts)
+    b = bound_contributions(m, k, C, g_bound) if Wv is None else cap_user_totals(m, Wv)
+    params: dict[str, Any] = {"vocabulary_size": int(V)}
+    params.update({"W": Wv} if Wv is not None else {"C": C, "max_ngrams_per_user": k})
+    if how == "given":
+        params["sensitivity_bound"] = sens
+    if alpha_n is None:
+        noisy, scale, used = noise.laplace_mechanism(column_sums(b), sens, epsilon, sampler=sampler, rng=g_noise)
+        probabilities = _normalise(np.maximum(noisy, 0.0))
+        bound_text = f"per-user total capped at W={Wv:g}" if Wv is not None else f"at most {k} distinct n-grams per user (random subset), counts clamped to C={C:g}"
+        guarantee = f"({epsilon:g}, 0)-DP, user-level add/remove adjacency, for any data: {bound_text}; Laplace noise for L1 sensitivity {sens:g} ({used} sampler)"
+        params["noised"] = "bounded counts"
+        method = "cap" if Wv is not None and how == "derived" else how
+    else:
+        noisy, scale, used = noise.laplace_mechanism(prior_difference(b, alpha_n), sens, epsilon, sampler=sampler, rng=g_noise)
+        probabilities = _normalise(np.maximum(noisy + alpha_n, 0.0))
+        guarantee = f"({epsilon:g}, 0)-DP, user-level add/remove adjacency, for any data: Laplace noise on c/|c|_1 - alpha for L1 sensitivity {sens:g} ({used} sampler)"
+        params.update(noised="normalised bounded counts minus the prior", **vocabulary_params(public_counts))
+        method = how
     return Release(
-        keys=key_tuple,
-        probabilities=_normalise(np.maximum(noisy + alpha_n, 0.0)),
-        mechanism="laplace-public",
-        epsilon=epsilon,
-        delta=0.0,
-        guarantee=f"({epsilon:g}, 0)-DP, user-level add/remove adjacency, for any data: Laplace noise on c/|c|_1 - alpha for L1 sensitivity {sens:g} ({used} sampler)",
-        formal_dp=True,
-        laplace_scale=scale,
-        sensitivity=sens,
-        sensitivity_method=how,
-        sampler=used,
-        params=params,
+        keys=key_tuple, probabilities=probabilities, mechanism="laplace" if alpha_n is None else "laplace-public", epsilon=epsilon, delta=0.0,
+        guarantee=guarantee, formal_dp=True, laplace_scale=scale, sensitivity=sens, sensitivity_method=method, sampler=used, params=params,
         diagnostics={"n_users": int(m.shape[0])},
     )

@@ -31,7 +31,9 @@ import functools
 import importlib.util
 import math
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -157,8 +159,27 @@ def _run_opendp(meas_for_size, x: np.ndarray, integer: bool) -> np.ndarray:
         return np.concatenate(list(ex.map(one, chunks)))
 
 
-def _is_integer(x: np.ndarray) -> bool:
-    return x.dtype.kind in "iu"
+def _mechanism(
+    x: np.ndarray,
+    sampler: str,
+    scale_for: Callable[[str, bool, int], float],
+    numpy_draw: str,
+    opendp_measure: Callable[[Any, bool, int, float], Any],
+    rng: RNGLike,
+) -> tuple[np.ndarray, float, str]:
+    """x + noise of the scale ``scale_for(sampler name, integer, size)`` gives: numpy's
+    ``Generator.<numpy_draw>`` or the OpenDP measurement ``opendp_measure(dp, integer, size, scale)``."""
+    name = resolve_sampler(sampler)
+    x = np.asarray(x)
+    integer = x.dtype.kind in "iu"
+    scale = scale_for(name, integer, x.size)
+    if scale == 0:
+        return x.astype(np.float64), 0.0, name
+    if name == "numpy":
+        draw = getattr(as_generator(rng), numpy_draw)
+        return x.astype(np.float64) + draw(0.0, scale, size=x.shape), scale, name
+    dp = _opendp()
+    return _run_opendp(lambda n: opendp_measure(dp, integer, n, scale), x.ravel(), integer).reshape(x.shape), scale, name
 
 
 def gaussian_mechanism(x: np.ndarray, sensitivity: float, epsilon: float, delta: float, *, sampler: str = "auto", rng: RNGLike = None) -> tuple[np.ndarray, float, str]:
@@ -167,16 +188,11 @@ def gaussian_mechanism(x: np.ndarray, sensitivity: float, epsilon: float, delta:
     Integer ``x`` (dtype) gets OpenDP's discrete Gaussian; float ``x`` the grid-rounded one; with
     numpy the continuous Gaussian. Returns ``(noisy float64 vector, σ, sampler used)``.
     """
-    name = resolve_sampler(sampler)
-    x = np.asarray(x)
-    integer = _is_integer(x)
-    sigma = gaussian_sigma(sensitivity, epsilon, delta, name, integer=integer, size=x.size)
-    if sigma == 0:
-        return x.astype(np.float64), 0.0, name
-    if name == "numpy":
-        return x.astype(np.float64) + as_generator(rng).normal(0.0, sigma, size=x.shape), sigma, name
-    dp = _opendp()
-    return _run_opendp(lambda n: _opendp_gaussian(dp, integer, n, sigma), x.ravel(), integer).reshape(x.shape), sigma, name
+
+    def sigma(name: str, integer: bool, size: int) -> float:
+        return gaussian_sigma(sensitivity, epsilon, delta, name, integer=integer, size=size)
+
+    return _mechanism(x, sampler, sigma, "normal", _opendp_gaussian, rng)
 
 
 def laplace_mechanism(x: np.ndarray, sensitivity: float, epsilon: float, *, sampler: str = "auto", rng: RNGLike = None) -> tuple[np.ndarray, float, str]:
@@ -184,13 +200,8 @@ def laplace_mechanism(x: np.ndarray, sensitivity: float, epsilon: float, *, samp
 
     Returns ``(noisy float64 vector, scale b, sampler used)``.
     """
-    name = resolve_sampler(sampler)
-    x = np.asarray(x)
-    integer = _is_integer(x)
-    b = laplace_noise_scale(sensitivity, epsilon, name, integer=integer, size=x.size)
-    if b == 0:
-        return x.astype(np.float64), 0.0, name
-    if name == "numpy":
-        return x.astype(np.float64) + as_generator(rng).laplace(0.0, b, size=x.shape), b, name
-    dp = _opendp()
-    return _run_opendp(lambda n: _opendp_laplace(dp, integer, n, b), x.ravel(), integer).reshape(x.shape), b, name
+
+    def scale(name: str, integer: bool, size: int) -> float:
+        return laplace_noise_scale(sensitivity, epsilon, name, integer=integer, size=size)
+
+    return _mechanism(x, sampler, scale, "laplace", _opendp_laplace, rng)

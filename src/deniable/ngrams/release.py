@@ -6,7 +6,7 @@ import math
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Any
 
@@ -76,10 +76,10 @@ class Release:
     guarantee : one line stating the guarantee and its adjacency, or plainly that there is none.
     formal_dp : True only when the release is (ε, δ)-DP under user-level add/remove adjacency for
         any data: the release enforced the contribution bounds itself and calibrated its noise to
-        the global sensitivity derived from them (the default Bayesian release, Laplace, Laplace +
-        public; the public prior). False for the paper's local-sensitivity calibrations
-        (``local_sensitivity=True``), the W = |U|/1000 rule, k-anonymity and the raw private
-        distribution.
+        the global sensitivity derived from them (:func:`~deniable.ngrams.release_bayesian`,
+        :func:`~deniable.ngrams.release_laplace`; the public prior). False for the paper's
+        local-sensitivity calibrations and the W = |U|/1000 rule (:mod:`deniable.ngrams.paper`),
+        k-anonymity and the raw private distribution.
     sigma : standard deviation of the Gaussian noise (Bayesian mechanisms), else ``None``.
         Data dependent unless ``formal_dp``; not published then.
     laplace_scale : scale b of the Laplace noise (Laplace baselines, tuning), else ``None``.
@@ -87,7 +87,7 @@ class Release:
     sensitivity : the sensitivity the noise was calibrated to (L2 for Gaussian, L1 for Laplace).
     sensitivity_method : "derived" (the global bound implied by the contribution bounds the
         release enforced), "given" (a caller's number, accepted only when >= the derived bound in
-        the formal modes), "cap" (the per-user cap W), "exact" (local: maximum over removing each
+        the formal releases), "cap" (the per-user cap W), "exact" (local: maximum over removing each
         user of this data), "claim1" (Claim 1's bound, also computed on this data).
     sampler : the noise sampler used: "opendp" or "numpy" (``None`` when no noise was drawn).
     params : the PUBLIC parameters only (published).
@@ -123,6 +123,12 @@ class Release:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def with_params(self, **public: Any) -> Release:
+        """A copy with ``public`` added to ``params``: values that do not depend on the private
+        data (e.g. ``n``, the n-gram order of the public vocabulary). Data-dependent keys are
+        rejected as at construction."""
+        return replace(self, params={**self.params, **public})
 
     def __repr__(self) -> str:
         # short on purpose: the generated dataclass repr printed every key and probability (MBs)

@@ -30,7 +30,8 @@ split sizes are kept in ``Release.diagnostics`` (never written to release files)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,7 @@ from .gaussian import CALIBRATIONS, calibrate_sigma, laplace_scale
 from .release import LOCAL_SENSITIVITY_NOTE, Release, warn_if_not_formal
 from .sensitivity import LogCountStats, claim1_bound, decay_weights, log_count_stats, per_user_sensitivity, support_terms
 
-__all__ = ["DEFAULT_S_GRID", "DEFAULT_RHO_GRID", "report_noisy_min", "cross_entropy_scores", "end_to_end_dp"]
+__all__ = ["DEFAULT_S_GRID", "DEFAULT_RHO_GRID", "report_noisy_min", "cross_entropy_scores", "check_grid", "end_to_end_dp"]
 
 DEFAULT_S_GRID = tuple(float(x) for x in np.logspace(-3, 4, 8))
 DEFAULT_RHO_GRID = (0.01, 0.03, 0.1, 0.3, 0.5, 0.7, 0.9)
@@ -183,8 +184,9 @@ def end_to_end_dp(
 
     Parameters
     ----------
-    user_counts, public_counts, C, sensitivity, calibration, keys : as :func:`bayesian_dp`
-        (``sensitivity`` must be "exact" or "claim1" here).
+    user_counts, public_counts, C, sensitivity, calibration, keys : as
+        :func:`~deniable.ngrams.bayesian.prepare_bayesian` (``sensitivity`` must be "exact" or
+        "claim1" here).
     S_grid, rho_grid : the candidate grid (all pairs).
     tune_fraction : share of ε spent on tuning (paper: 1/3).
     score : "mean" (the paper: Equation 6 on the noiseless mean μ_k) or "expected" (Equation 6
@@ -208,43 +210,106 @@ def end_to_end_dp(
         raise ValueError("end_to_end_dp needs sensitivity='exact' or 'claim1' (it is computed per candidate)")
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-    S_values = [check_positive("S_grid entry", s) for s in S_grid]
-    rho_values = [check_unit_interval("rho_grid entry", r) for r in rho_grid]
-    if not S_values or not rho_values:
-        raise ValueError("S_grid and rho_grid must be non-empty")
+    S_values, rho_values = check_grid(S_grid, rho_grid)
     gen = as_generator(rng)
-
     m = clamp_counts(_as_csr(user_counts), C)
     n_users, V = m.shape
     key_tuple = keys_of(user_counts, keys, V)
     alpha = public_vector(public_counts, key_tuple, V)
+    val_rows, train_rows = _split(n_users, validation_fraction, gen)
+    eps_release = (1.0 - tune_fraction) * epsilon
+    eps_tune = tune_fraction * epsilon
+    eta = gen.standard_normal((n_noise_draws, V)) if score == "expected" else np.zeros((1, V))
+    cand = _score_candidates(m[val_rows], m[train_rows], prior_mean(alpha), S_values, rho_values, C, method, eta, lambda rho_g: calibrate_sigma(eps_release, delta, rho_g, calibration))
+    chosen = report_noisy_min(cand.scores, sensitivity=cand.dq, epsilon=eps_tune, rng=gen)
+    S_star, rho_star = cand.pairs[chosen]
+    gamma_star = float(cand.gammas[chosen])
+    sigma = float(cand.sigmas[chosen])
+    h = cand.mus[chosen] + (gen.standard_normal(V) * sigma if sigma > 0 else 0.0)
+    p = np.exp(h - logsumexp(h))
+    p /= p.sum()
+    guarantee = (
+        f"nominal ({epsilon:g}, {delta:g}) in total (Gaussian release at epsilon={eps_release:g}, report-noisy-min "
+        f"tuning at epsilon={eps_tune:g}), user level, {method} sensitivity; " + LOCAL_SENSITIVITY_NOTE
+    )
+    b_tune = laplace_scale(eps_tune, 2.0 * cand.dq)
+    params = {
+        "C": C, "epsilon_release": eps_release, "epsilon_tune": eps_tune, "tune_fraction": tune_fraction, "validation_fraction": validation_fraction, "score": score,
+        "n_noise_draws": int(n_noise_draws) if score == "expected" else 0, "S_grid": list(S_values), "rho_grid": list(rho_values), "vocabulary_size": int(V),
+    }
+    diagnostics = {  # the selection noise is calibrated to a local |Δq|, so even the choice is not DP
+        "S": S_star, "rho": rho_star, "gamma": gamma_star, "sigma": sigma, "sensitivity": rho_star * gamma_star, "laplace_scale": b_tune,
+        "tuning_sensitivity": cand.dq, "tuning_sensitivity_validation": cand.dq_val, "tuning_sensitivity_train": cand.dq_train,
+        "n_users": int(n_users), "n_train_users": int(train_rows.size), "n_validation_users": int(val_rows.size),
+    }
+    rel = Release(
+        keys=key_tuple, probabilities=p, mechanism="bayesian-tuned", epsilon=epsilon, delta=delta, guarantee=guarantee, formal_dp=False, sigma=sigma,
+        laplace_scale=b_tune, calibration=calibration, sensitivity=rho_star * gamma_star, sensitivity_method=method, sampler="numpy",
+        params=params, diagnostics=diagnostics,
+    )
+    return warn_if_not_formal(rel)
+
+
+def check_grid(S_grid: Sequence[float], rho_grid: Sequence[float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The validated, non-empty tuning grids: S > 0, ρ in [0, 1]."""
+    S_values = tuple(check_positive("S_grid entry", s) for s in S_grid)
+    rho_values = tuple(check_unit_interval("rho_grid entry", r) for r in rho_grid)
+    if not S_values or not rho_values:
+        raise ValueError("S_grid and rho_grid must be non-empty")
+    return S_values, rho_values
+
+
+def _split(n_users: int, validation_fraction: float, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(validation rows, training rows): a uniformly random split with round(fraction·users) in
+    validation (at least 1, at most users − 1; §4.3)."""
     if n_users < 2:
         raise ValueError(f"end_to_end_dp needs at least 2 users to split, got {n_users}")
     n_val = min(max(1, int(round(validation_fraction * n_users))), n_users - 1)
     perm = gen.permutation(n_users)
-    val_rows, train_rows = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-    m1, m2 = m[val_rows], m[train_rows]
+    return np.sort(perm[:n_val]), np.sort(perm[n_val:])
 
-    eps_release = (1.0 - tune_fraction) * epsilon
-    eps_tune = tune_fraction * epsilon
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Algorithm 2's candidates (S_k, ρ_k): means μ_k, local γ_k and σ_k, scores q_k and |Δq|."""
+
+    pairs: list[tuple[float, float]]
+    mus: np.ndarray
+    gammas: np.ndarray
+    sigmas: np.ndarray
+    scores: np.ndarray
+    dq_val: float
+    dq_train: float
+
+    @property
+    def dq(self) -> float:
+        return max(self.dq_val, self.dq_train)
+
+
+def _score_candidates(
+    m1: Any,
+    m2: Any,
+    mu_p: np.ndarray,
+    S_values: Sequence[float],
+    rho_values: Sequence[float],
+    C: float,
+    method: str,
+    eta: np.ndarray,
+    sigma_for: Callable[[float], float],
+) -> _Candidates:
+    """Score every (S, ρ) on the validation rows ``m1`` with the mean computed on the training rows
+    ``m2`` (Equation 6, averaged over the offsets σ_k·η_j), with both local sensitivity terms of
+    the score (module docstring). ``sigma_for(ρ·γ)`` is the release's σ for that sensitivity."""
+    V = m2.shape[1]
     stats2 = log_count_stats(m2)
-    mu_p = prior_mean(alpha)
     c1 = np.bincount(m1.indices, weights=m1.data, minlength=V).astype(np.float64)
-
-    cands: list[tuple[float, float]] = []
     K = len(S_values) * len(rho_values)
-    mus = np.empty((K, V))
-    gammas = np.empty(K)
-    sigmas = np.empty(K)
-    dq_train_k = np.empty(K)
-    scores = np.empty(K)
-    dq_val_k = np.empty(K)
-    eta = gen.standard_normal((n_noise_draws, V)) if score == "expected" else np.zeros((1, V))
-    k = 0
+    mus, gammas, sigmas, scores, dq_train_k, dq_val_k = (np.empty((K, V)), np.empty(K), np.empty(K), np.empty(K), np.empty(K), np.empty(K))
+    pairs: list[tuple[float, float]] = []
     for S in S_values:
         g = float(per_user_sensitivity(m2, S, C, stats=stats2).max(initial=0.0)) if method == "exact" else claim1_bound(stats2, S, C)
         r = weighted_log_counts(stats2, S, C)
-        sig = [calibrate_sigma(eps_release, delta, rho * g, calibration) for rho in rho_values]
+        sig = [sigma_for(rho * g) for rho in rho_values]
         offsets = [s_ * eta for s_ in sig]
         if method == "exact":
             dq_s = train_score_sensitivity(m2, stats2, S, C, rho_values, mu_p, c1, offsets=offsets)
@@ -252,6 +317,7 @@ def end_to_end_dp(
             lip = np.sqrt(np.dot(c1, c1) + c1.sum() ** 2)  # Lipschitz constant of q in mu, any offset
             dq_s = lip * np.asarray(rho_values) * g
         for j, rho in enumerate(rho_values):
+            k = len(pairs)
             mus[k] = rho * r + (1.0 - rho) * mu_p
             h = mus[k] + offsets[j]  # (J, V): the scored points
             logp = h - logsumexp(h, axis=1, keepdims=True)
@@ -259,66 +325,6 @@ def end_to_end_dp(
             # removing a validation user n changes the score by mean_j sum_i dc_i (-log theta_j,i) >= 0
             per_val_user = -(m1 @ logp.T).mean(axis=1) if m1.nnz else np.zeros(1)
             dq_val_k[k] = float(np.max(per_val_user))
-            gammas[k] = g
-            sigmas[k] = sig[j]
-            dq_train_k[k] = dq_s[j]
-            cands.append((S, rho))
-            k += 1
-    dq_val = float(np.max(dq_val_k))
-    dq_train = float(np.max(dq_train_k))
-    dq = max(dq_val, dq_train)
-    chosen = report_noisy_min(scores, sensitivity=dq, epsilon=eps_tune, rng=gen)
-    S_star, rho_star = cands[chosen]
-    gamma_star = float(gammas[chosen])
-    sigma = float(sigmas[chosen])
-    h = mus[chosen] + (gen.standard_normal(V) * sigma if sigma > 0 else 0.0)
-    logp_out = h - logsumexp(h)
-    p = np.exp(logp_out)
-    p /= p.sum()
-    guarantee = (
-        f"nominal ({epsilon:g}, {delta:g}) in total (Gaussian release at epsilon={eps_release:g}, report-noisy-min "
-        f"tuning at epsilon={eps_tune:g}), user level, {method} sensitivity; " + LOCAL_SENSITIVITY_NOTE
-    )
-    rel = Release(
-        keys=key_tuple,
-        probabilities=p,
-        mechanism="bayesian-tuned",
-        epsilon=epsilon,
-        delta=delta,
-        guarantee=guarantee,
-        formal_dp=False,
-        sigma=sigma,
-        laplace_scale=laplace_scale(eps_tune, 2.0 * dq),
-        calibration=calibration,
-        sensitivity=rho_star * gamma_star,
-        sensitivity_method=method,
-        sampler="numpy",
-        params={
-            "C": C,
-            "epsilon_release": eps_release,
-            "epsilon_tune": eps_tune,
-            "tune_fraction": tune_fraction,
-            "validation_fraction": validation_fraction,
-            "score": score,
-            "n_noise_draws": int(n_noise_draws) if score == "expected" else 0,
-            "S_grid": list(S_values),
-            "rho_grid": list(rho_values),
-            "vocabulary_size": int(V),
-        },
-        diagnostics={
-            # the selection noise is calibrated to a local |Δq|, so even the choice is not DP
-            "S": S_star,
-            "rho": rho_star,
-            "gamma": gamma_star,
-            "sigma": sigma,
-            "sensitivity": rho_star * gamma_star,
-            "laplace_scale": laplace_scale(eps_tune, 2.0 * dq),
-            "tuning_sensitivity": dq,
-            "tuning_sensitivity_validation": dq_val,
-            "tuning_sensitivity_train": dq_train,
-            "n_users": int(n_users),
-            "n_train_users": int(train_rows.size),
-            "n_validation_users": int(val_rows.size),
-        },
-    )
-    return warn_if_not_formal(rel)
+            gammas[k], sigmas[k], dq_train_k[k] = g, sig[j], dq_s[j]
+            pairs.append((S, rho))
+    return _Candidates(pairs, mus, gammas, sigmas, scores, float(np.max(dq_val_k)), float(np.max(dq_train_k)))

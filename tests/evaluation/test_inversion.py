@@ -137,7 +137,7 @@ def test_exact_adversary_ranks_inputs_by_log_likelihood_below_float64(emb):
     prior = np.zeros(len(emb))
     prior[allowed] = 1.0
     x = np.repeat(allowed, 20)
-    res = inversion_attack(mech, x, outputs=np.full(x.size, far), prior=prior, method="exact", k=2)
+    res = inversion_attack(mech, x, outputs=np.full(x.size, far), prior=prior, method="exact", k=2, smoothing=0.0)
     assert res.top1 == pytest.approx(0.2) and res.topk == pytest.approx(0.4)  # positions 4 and 3
     assert res.expected_top1 is not None and np.isfinite(res.expected_top1)
 
@@ -189,3 +189,70 @@ def test_batched_rows_are_used_and_a_subclass_that_changes_the_distribution_is_r
         np.testing.assert_allclose(_log_likelihood_rows(flat, xs), -np.log(len(emb)))
         # control: the inherited batched method would have given SanText's rows
         assert not np.allclose(flat.log_probability_rows(xs), -np.log(len(emb)))
+
+
+# -- the Bayes adversary against the simple strategies -----------------------------------------
+
+
+def _exact_mechanisms(emb, epsilon):
+    import warnings
+
+    import deniable
+
+    out = []
+    for name in deniable.available_mechanisms():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                mech = deniable.get_mechanism(name, emb, epsilon=epsilon)
+            except (TypeError, ValueError):  # needs another embedding kind (BRR: binary codes)
+                continue
+        if mech.has_exact_probabilities and type(mech).__name__ not in {m.__class__.__name__ for _, m in out}:
+            out.append((name, mech))
+    return out
+
+
+@pytest.fixture(scope="module")
+def zipf_emb():
+    return random_embedding(n=300, dim=4, seed=11)
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 10.0, 50.0])
+def test_bayes_adversary_is_never_beaten_by_a_simple_strategy(zipf_emb, epsilon):
+    """With the prior estimated from a disjoint sample (so some attacked words are missing from
+    it), the Bayes adversary's top-1 is at least the identity guess (read the output as is), the
+    prior mode and the sampled-posterior adversary, up to 3 standard errors; with the prior left
+    unsmoothed (the old default) the identity guess beats it somewhere (the control)."""
+    V = len(zipf_emb)
+    prior_tokens = zipf_tokens(V, 1500, seed=21)  # the adversary's sample: misses many rare words
+    x = zipf_tokens(V, 6000, seed=22)  # the attacked text, disjoint draw
+    assert np.isin(x, prior_tokens, invert=True).mean() > 0.05
+    prior = np.bincount(prior_tokens, minlength=V).astype(float)
+    mechs = _exact_mechanisms(zipf_emb, epsilon)
+    assert {"tem", "santext", "custext", "diffractor"} <= {n for n, _ in mechs}
+    beaten_unsmoothed = []
+    for name, mech in mechs:
+        y = mech.sample_ids(x, rng=5)
+        bayes = inversion_attack(mech, x, outputs=y, prior=prior, method="exact", rng=6)
+        sampled = inversion_attack(mech, x, outputs=y, prior=prior, method="sample", n_simulations=60_000, rng=7)
+        se = 3 * np.sqrt(0.25 / bayes.n_tokens)
+        for strategy, rate in (("identity", bayes.unchanged), ("prior mode", bayes.prior_top1), ("sampled posterior", sampled.top1)):
+            assert bayes.top1 >= rate - se, f"{name} eps={epsilon}: Bayes top-1 {bayes.top1:.3f} < {strategy} {rate:.3f}"
+        assert bayes.smoothing is not None and bayes.smoothing > 0
+        raw = inversion_attack(mech, x, outputs=y, prior=prior, method="exact", rng=6, smoothing=0.0)
+        if raw.top1 < raw.unchanged - se:
+            beaten_unsmoothed.append(name)
+    if epsilon >= 10:
+        assert beaten_unsmoothed, "control: an unsmoothed prior should lose to the identity guess at large epsilon"
+
+
+def test_loo_smoothing_follows_how_often_new_words_appear():
+    from deniable.evaluation.inversion import loo_smoothing
+
+    assert loo_smoothing(np.array([5.0, 3.0, 0.0])) == 0.0  # no singleton: nothing says new words occur
+    few = np.zeros(1000)
+    few[:10] = 100.0
+    few[10:12] = 1.0  # 2 singletons in 1002 tokens
+    many = few.copy()
+    many[12:200] = 1.0  # 190 singletons
+    assert 0 < loo_smoothing(few) < loo_smoothing(many)

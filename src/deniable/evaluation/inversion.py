@@ -45,7 +45,7 @@ from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
 from ..text.tokenize import lookup_key, words_of
 
-__all__ = ["InversionResult", "inversion_attack", "token_ids", "wilson_interval", "has_exact_probabilities"]
+__all__ = ["InversionResult", "inversion_attack", "loo_smoothing", "token_ids", "wilson_interval", "has_exact_probabilities"]
 
 METHODS = ("auto", "exact", "sample")
 
@@ -132,6 +132,8 @@ class InversionResult:
         words are never released, and the adversary cannot name them).
     method, n_simulations, k, rare_max_count, confidence, mechanism, epsilon
         How it was measured.
+    smoothing
+        The pseudo-count added to every word's prior weight (see ``inversion_attack``).
     """
 
     top1: float
@@ -160,12 +162,37 @@ class InversionResult:
     expected_rare_top1: float | None = None
     expected_rare_topk: float | None = None
     extra: dict = field(default_factory=dict)
+    smoothing: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _prior_weights(mechanism: Any, prior: Any, x: np.ndarray, V: int, smoothing: float) -> np.ndarray:
+#: Grid of pseudo-counts ``smoothing="auto"`` chooses from (log-spaced, 1e-6 to 100).
+SMOOTHING_GRID = np.geomspace(1e-6, 100.0, 161)
+
+
+def loo_smoothing(counts: np.ndarray, grid: np.ndarray = SMOOTHING_GRID) -> float:
+    """The additive pseudo-count α that maximizes the leave-one-out log-likelihood of ``counts``
+    under the smoothed estimate P(w) = (c_w + α) / (N + V·α).
+
+    Leaving one token of word w out gives it probability (c_w − 1 + α) / (N − 1 + V·α): words
+    seen once are then unseen, so α is set by how often a held-out token is new (Good–Turing's
+    idea), from the prior sample alone. Returns 0 when the counts have fewer than two tokens or
+    no word seen once (nothing says unseen words occur)."""
+    c = np.asarray(counts, dtype=np.float64)
+    n, v = float(c.sum()), c.size
+    if n < 2 or not np.any(c == 1):
+        return 0.0
+    values, mult = np.unique(c[c > 0], return_counts=True)
+    weight = values * mult  # tokens of words with that count
+    a = np.asarray(grid, dtype=np.float64)[:, None]
+    ll = (weight[None, :] * np.log(values[None, :] - 1.0 + a)).sum(axis=1) - n * np.log(n - 1.0 + v * a[:, 0])
+    return float(a[int(np.argmax(ll)), 0])
+
+
+def _prior_weights(mechanism: Any, prior: Any, x: np.ndarray, V: int, smoothing: float | str) -> tuple[np.ndarray, float]:
+    """The adversary's prior (normalized) and the pseudo-count it was smoothed with."""
     if prior is None:
         w = np.bincount(x, minlength=V).astype(np.float64)
     elif isinstance(prior, (list, tuple)) and prior and all(isinstance(t, str) for t in prior):
@@ -177,11 +204,19 @@ def _prior_weights(mechanism: Any, prior: Any, x: np.ndarray, V: int, smoothing:
             raise ValueError(f"prior must be None, a list of texts, or one weight per vocabulary word (shape ({V},)), got shape {w.shape}")
         if not np.all(np.isfinite(w)) or (w < 0).any():
             raise ValueError("prior weights must be finite and >= 0")
-    w = w + smoothing
+    if smoothing == "auto":
+        if np.all(w == np.round(w)):
+            alpha = loo_smoothing(w)
+        else:  # weights that are not counts: unseen words get half the smallest weight
+            positive = w[w > 0]
+            alpha = float(positive.min()) / 2.0 if positive.size else 0.0
+    else:
+        alpha = float(smoothing)
+    w = w + alpha
     total = w.sum()
     if not total > 0:
         raise ValueError("prior has no mass: give texts or weights with at least one positive entry (or smoothing > 0)")
-    return w / total
+    return w / total, alpha
 
 
 def _exact_guesses(mechanism: Any, log_prior: np.ndarray, q: np.ndarray, rare: np.ndarray, k: int, block: int):
@@ -257,7 +292,7 @@ def inversion_attack(
     n_simulations: int | None = None,
     simulations: tuple[Any, Any] | None = None,
     rare_max_count: int = 5,
-    smoothing: float = 0.0,
+    smoothing: float | str = "auto",
     confidence: float = 0.95,
     block_size: int = 256,
 ) -> InversionResult:
@@ -299,8 +334,13 @@ def inversion_attack(
     rare_max_count
         A word is rare when it occurs at most this many times among the attacked tokens.
     smoothing
-        Pseudo-count added to every vocabulary word's prior weight (lets the adversary guess
-        words absent from the prior text).
+        Pseudo-count added to every vocabulary word's prior weight, so that the adversary can
+        guess words absent from the prior sample. ``"auto"`` (default) chooses it from the prior
+        counts by leave-one-out likelihood (:func:`loo_smoothing`): a prior estimated from a
+        sample disjoint from the attacked text puts mass on every vocabulary word, as the true
+        word distribution does. Without it, a word missing from the prior sample can never be
+        guessed, and the "Bayes" rule can do worse than guessing the output word itself. The
+        value used is in ``InversionResult.smoothing``.
     confidence
         Level of the Wilson intervals.
     block_size
@@ -321,8 +361,8 @@ def inversion_attack(
     k = check_int("k", k, minimum=1)
     rare_max_count = check_int("rare_max_count", rare_max_count, minimum=0)
     block_size = check_int("block_size", block_size, minimum=1)
-    if not (isinstance(smoothing, (int, float)) and smoothing >= 0 and math.isfinite(smoothing)):
-        raise ValueError(f"smoothing must be a finite number >= 0, got {smoothing!r}")
+    if smoothing != "auto" and not (isinstance(smoothing, (int, float)) and not isinstance(smoothing, bool) and smoothing >= 0 and math.isfinite(smoothing)):
+        raise ValueError(f"smoothing must be 'auto' or a finite number >= 0, got {smoothing!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     V = mechanism.n_words
@@ -343,7 +383,7 @@ def inversion_attack(
     if x.size == 0:
         raise ValueError("no in-vocabulary tokens to attack")
     y = y_all[keep] if outputs is not None else mechanism.sample_ids(x, rng=gen_out)
-    p = _prior_weights(mechanism, prior, x, V, float(smoothing))
+    p, alpha = _prior_weights(mechanism, prior, x, V, smoothing)
     with np.errstate(divide="ignore"):
         log_p = np.log(p)
     counts = np.bincount(x, minlength=V)
@@ -421,4 +461,5 @@ def inversion_attack(
         expected_topk=expected[1],
         expected_rare_top1=expected[2],
         expected_rare_topk=expected[3],
+        smoothing=alpha,
     )

@@ -200,3 +200,20 @@ def test_file_jobs_read_directories_and_write_atomically(spark, mech, tmp_path):
     single = ngrams.count_users([(r["user"], r["text"]) for r in records], vocab)
     order = [loaded.user_ids.index(u) for u in single.user_ids]
     assert (loaded.matrix[order] != single.matrix).nnz == 0
+
+
+def test_workers_that_cannot_import_deniable_give_one_clear_error(spark, monkeypatch):
+    """A worker Python without deniable's dependencies (a session started from an un-activated
+    virtual environment) is reported before any job runs, naming PYSPARK_PYTHON."""
+    import deniable.spark as ds
+
+    def broken(_):
+        raise ModuleNotFoundError("No module named 'pandas'")
+
+    monkeypatch.setattr(ds, "_worker_probe", lambda x: broken(x))
+    monkeypatch.setattr(ds, "_CHECKED", set())
+    with pytest.raises(RuntimeError, match=r"cannot import 'pandas'.*PYSPARK_PYTHON"):
+        ds.check_workers(spark)
+    monkeypatch.undo()
+    ds.check_workers(spark)  # the real probe passes on this session, and is remembered
+    assert str(spark.sparkContext.applicationId) in ds._CHECKED

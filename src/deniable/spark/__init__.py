@@ -23,6 +23,8 @@ redraws exactly what the failed attempt drew). See docs/spark.md.
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from typing import Any
 
@@ -41,12 +43,60 @@ def _pyspark() -> Any:
     return require("pyspark", purpose="deniable.spark")
 
 
+_CHECKED: set[str] = set()  # Spark application ids whose Python workers import what deniable needs
+
+
+def _worker_probe(_: Any) -> str:
+    import sys
+
+    import pandas  # noqa: F401  (pandas UDFs)
+    import pyarrow  # noqa: F401
+
+    import deniable  # noqa: F401  (what the tasks unpickle)
+
+    return sys.executable
+
+
+def check_workers(spark: Any) -> None:
+    """Check, once per Spark application, that the Python workers can import deniable, pandas
+    and pyarrow; raise one readable ``RuntimeError`` naming ``PYSPARK_PYTHON`` when they cannot.
+
+    Workers run ``PYSPARK_PYTHON`` (default: ``python3`` on the PATH), not necessarily the
+    interpreter of the driver: a session started from a virtual environment that is not activated
+    gives workers a Python without deniable, and the job would otherwise fail deep inside a task."""
+    sc = spark.sparkContext
+    app = str(sc.applicationId)
+    with _LOCK:
+        if app in _CHECKED:
+            return
+    try:
+        sc.parallelize([0], 1).map(_worker_probe).collect()
+    except Exception as exc:  # a Py4J / PySpark error carrying the worker's traceback
+        text = str(exc)
+        missing = re.search(r"No module named '([^']+)'", text)
+        if missing is None:
+            raise
+        import sys
+
+        worker = os.environ.get("PYSPARK_PYTHON") or sc.pythonExec or "python3"
+        raise RuntimeError(
+            f"Spark's Python workers cannot import {missing.group(1)!r} (they run {worker!r}, the driver runs "
+            f"{sys.executable!r}): set PYSPARK_PYTHON to an interpreter with deniable[spark] installed before the "
+            "SparkSession starts (e.g. os.environ['PYSPARK_PYTHON'] = sys.executable), or start it with "
+            "deniable.spark.spark_session()"
+        ) from None
+    with _LOCK:
+        _CHECKED.add(app)
+
+
 def distribute(spark: Any, shipment: Shipment) -> Shipment:
-    """Add the shipment's files to the Spark application (``SparkContext.addFile``), once.
+    """Add the shipment's files to the Spark application (``SparkContext.addFile``), once, after
+    checking that its Python workers can import deniable (:func:`check_workers`).
 
     Executors fetch each file once and keep it for the application's lifetime; tasks find it
     with ``SparkFiles.get``.
     """
+    check_workers(spark)
     sc = spark.sparkContext
     ident = (sc.applicationId, shipment.digest)
     with _LOCK:

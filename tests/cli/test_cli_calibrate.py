@@ -199,3 +199,17 @@ def test_max_nw_prints_the_chosen_epsilon_and_table(emb_path, tmp_path):
     for bad in ("0", "1", "nan"):
         r = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--max-nw", bad])
         assert r.exit_code == 2 and "strictly between 0 and 1" in r.output
+
+
+def test_calibrate_without_a_terminal_prints_progress_lines(tmp_path, emb_path, monkeypatch):
+    """Without a terminal (a log file, a scheduler) progress is one plain line every
+    LOG_INTERVAL seconds (30), with an ETA; here the interval is 0 so every update prints."""
+    import deniable._progress as prog
+
+    monkeypatch.setattr(prog, "LOG_INTERVAL", 0.0)
+    res = CliRunner().invoke(cli, ["calibrate", "-m", "madlib", "--embedding", emb_path, "--epsilons", "2,4", "--words", "5",
+                                   "--draws", "20", "--json", str(tmp_path / "a.json")])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("calibrate: ")]
+    assert lines and "ETA" in lines[0] and "of 10 words" in lines[0] and lines[-1].endswith("done")
+    assert "\r" not in res.stderr  # no bar redraws in a log

@@ -21,7 +21,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -87,7 +86,7 @@ def _check_aggregate(aggregate: str) -> str:
     return aggregate
 
 
-def metric_stats(points: Any, metric: MetricLike = "euclidean", *, memory_bytes: int = _DEFAULT_MEMORY, progress: bool = False) -> MetricStats:
+def metric_stats(points: Any, metric: MetricLike = "euclidean", *, memory_bytes: int = _DEFAULT_MEMORY, progress: Any = False) -> MetricStats:
     """P_d^avg and P_d^max of ``metric`` over the rows of ``points``, exactly and blockwise.
 
     Parameters
@@ -99,7 +98,8 @@ def metric_stats(points: Any, metric: MetricLike = "euclidean", *, memory_bytes:
     memory_bytes
         Bound on the distance block and its temporaries (default 128 MiB).
     progress
-        Show a tqdm progress bar on stderr (when it is a terminal).
+        ``False`` (default) nothing; ``None`` a bar on a terminal, else a line every 30 s;
+        ``True`` the bar; a callable ``(done, total)`` (:mod:`deniable._progress`).
     """
     name = metric_name(metric)
     fn = get_metric(metric)
@@ -115,10 +115,9 @@ def metric_stats(points: Any, metric: MetricLike = "euclidean", *, memory_bytes:
     symmetric = isinstance(metric, str) and metric in _SYMMETRIC
     rows = max(1, memory_bytes // (n * _CELL_BYTES.get(name, 48)))
     starts = range(0, n, rows)
-    if progress:
-        from tqdm import tqdm
+    from .._progress import progress_bar
 
-        starts = tqdm(starts, desc=f"pairwise {name}", unit="block", leave=False, file=sys.stderr, disable=None)
+    bar = progress_bar(len(starts), f"pairwise {name}", progress, unit="block")
     partial: list[float] = []
     dmax = 0.0
     if name == "hamming" and isinstance(metric, str):
@@ -135,6 +134,8 @@ def metric_stats(points: Any, metric: MetricLike = "euclidean", *, memory_bytes:
             partial.append(float(d.sum(dtype=np.float64)))
         if d.size:
             dmax = max(dmax, float(d.max()))
+        bar.update(1)
+    bar.close()
     return MetricStats(avg=math.fsum(partial) / (float(n) * n), max=dmax, n=n, metric=name)
 
 
@@ -270,7 +271,7 @@ def _save_disk(key: tuple[Any, ...], stats: MetricStats) -> None:
         pass
 
 
-def mechanism_metric_stats(mechanism: Any, *, memory_bytes: int = _DEFAULT_MEMORY, progress: bool = False) -> MetricStats:
+def mechanism_metric_stats(mechanism: Any, *, memory_bytes: int = _DEFAULT_MEMORY, progress: Any = False) -> MetricStats:
     """P_d^avg and P_d^max of ``mechanism``'s own guarantee metric over all ordered pairs of its
     vocabulary (UNK excluded), exactly and blockwise; cached per instance, per embedding
     fingerprint and metric (so mechanisms that differ only in ε share the result), and on disk

@@ -49,7 +49,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -498,21 +497,10 @@ def choose_epsilon(factory: Callable[[float], Any], max_n_w: float, **kwargs: An
 # -- estimators ------------------------------------------------------------------------------------
 
 
-class _NoBar:
-    def update(self, n: float = 1) -> None:
-        pass
+def _bar(total: int, progress: Any, desc: str) -> Any:
+    from .._progress import progress_bar
 
-    def close(self) -> None:
-        pass
-
-
-def _bar(total: int, progress: bool | None, desc: str) -> Any:
-    if progress is False:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="word", file=sys.stderr, dynamic_ncols=True, leave=False,
-                disable=True if progress is False else (None if progress is None else False))
+    return progress_bar(total, desc, progress)
 
 
 def _radial_directions(mech: Any, n: int, gen: np.random.Generator) -> np.ndarray | None:

@@ -157,7 +157,7 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
             if name == "brr" and binary_path is None:
                 hint = "; or pass --binary codes.brr made by `deniable export brr --embedding FILE --bits N -o codes.brr`"
             raise click.UsageError(f"{name}: {cli_spelling(str(exc))}{hint}") from None
-    stats = {name: mechanism_metric_stats(m, progress=True) for name, m in mechs.items()}
+    stats = {name: mechanism_metric_stats(m, progress=None) for name, m in mechs.items()}
     sa, sb = stats[mechanism_a], stats[mechanism_b]
     aggs = ["avg", "max"] if aggregate == "both" else [aggregate]
     result = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +122,9 @@ def calibrate(
     words: Any = list(word_list) if word_list else n_words
     emb = load_embedding(embedding, limit=limit, progress=None)
     total = len(eps) * (len(word_list) if word_list else min(n_words, len(emb)))
-    from tqdm import tqdm
+    from .._progress import progress_bar
 
-    disable = None if show_progress is None else not show_progress
-    bar = tqdm(total=total, desc="calibrate", unit="word", file=sys.stderr, disable=disable, leave=False, dynamic_ncols=True)
+    bar = progress_bar(total, "calibrate", show_progress)
     try:
         data = run_calibration(
             mechanism, eps, params=kw, embedding=emb, embedding_path=embedding, words=words, draws=draws, eta=eta,

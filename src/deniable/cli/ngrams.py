@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import warnings
 from typing import Any
 
 import click
 import numpy as np
-from tqdm import tqdm
 
+from .._progress import progress_bar
 from ..errors import DataError
 
 # = deniable.ngrams.bounding.DEFAULT_MAX_NGRAMS_PER_USER (kept literal so the CLI starts without scipy; a test checks)
@@ -90,8 +89,8 @@ def _counts_output(ctx: click.Context, param: click.Parameter, value: str) -> st
     return value
 
 
-def _bar(desc: str, total: int | None = None, unit: str = "it") -> tqdm:
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True, disable=None)
+def _bar(desc: str, total: int | None = None, unit: str = "it") -> Any:
+    return progress_bar(total, desc, None, unit=unit)
 
 
 @click.group(name="ngrams")

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import warnings
 from functools import lru_cache
@@ -309,14 +308,15 @@ def _estimated_rows(path: Path, consumed: int, rows: int) -> int:
     return int(size / (consumed / max(1, rows)) * 1.02) + 16
 
 
-def _bar(path: Path, progress: bool | None) -> Any:
-    """A tqdm bar of bytes read (total: the file size, unknown for ``.gz``), or None."""
+def _bar(path: Path, progress: Any) -> Any:
+    """Progress of bytes read (total: the file size, unknown for ``.gz``), or None (see
+    :mod:`deniable._progress`)."""
     if progress is False:
         return None
-    from tqdm.auto import tqdm
+    from .._progress import progress_bar
 
     total = None if path.suffix == ".gz" else path.stat().st_size
-    return tqdm(total=total, desc=f"reading {path.name}", unit="B", unit_scale=True, file=sys.stderr, disable=None if progress is None else False)
+    return progress_bar(total, f"reading {path.name}", progress, unit="B", unit_scale=True)
 
 
 def _load_text(path: Path, limit: int | None, *, header: bool, progress: bool | None = False) -> Embedding:

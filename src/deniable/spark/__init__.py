@@ -52,7 +52,7 @@ def _worker_probe(_: Any) -> str:
     import pandas  # noqa: F401  (pandas UDFs)
     import pyarrow  # noqa: F401
 
-    import deniable  # noqa: F401  (what the tasks unpickle)
+    import deniable.spark  # noqa: F401  (what the tasks unpickle)
 
     return sys.executable
 

@@ -95,7 +95,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--mechanism", default="madlib", choices=["madlib", "mahalanobis", "tem", "brr"])
+    from deniable import available_mechanisms
+
+    ap.add_argument("--mechanism", default="madlib", choices=available_mechanisms(), help="any registered mechanism (default madlib)")
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--texts-per-request", type=int, default=1)
     ap.add_argument("--max-seconds", type=float, default=300.0, help="stop sending after this long")

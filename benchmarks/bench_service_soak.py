@@ -3,7 +3,8 @@
 Starts ``deniable serve`` as a subprocess on 127.0.0.1 (a free port), builds every mechanism it
 serves at two ε each, then sends POST /v1/privatize requests with ``concurrency`` in flight: a
 warm-up phase (``warmup`` seconds), then the measured phase (``duration`` seconds, default 5
-minutes). Requests mix every mechanism the server offers, two ε each, 1 to 6 texts, case
+minutes). Requests mix every mechanism the server serves (every registered one the service can
+build from a request, as ``GET /v1/mechanisms`` lists them), two ε each, 1 to 6 texts, case
 policies, seeds, and the ``include`` options; about ``malformed`` (5 %) of them are malformed on
 purpose (broken JSON, bytes that are not UTF-8, an unknown mechanism, a negative ε, wrong types,
 an unknown ``include`` value, an unknown field).
@@ -346,8 +347,8 @@ def soak(
     seed
         Seeds the request schedule (the same requests for the same seed).
     build_timeout
-        Seconds allowed for building each mechanism on first use (TEM's neighbour table is built
-        then unless ``deniable precompute tem`` cached it).
+        Seconds allowed for building each mechanism on first use (neighbour tables and output
+        sets are built then unless ``deniable precompute NAME`` cached them).
     max_rss_growth
         Largest RSS growth (measured phase, relative) that passes.
 
@@ -379,6 +380,8 @@ def soak(
             info = httpx.get(url + "/v1/mechanisms", timeout=30.0).json()
             mechanisms: list[tuple[str, float]] = []
             for m in info["mechanisms"]:
+                if not m.get("served", True):
+                    continue
                 grid = m["suggested_epsilons"]
                 mid = len(grid) // 2
                 mechanisms += [(m["name"], float(grid[max(0, mid - 1)])), (m["name"], float(grid[mid]))]

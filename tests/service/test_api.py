@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from deniable import get_mechanism
+from deniable import available_mechanisms, get_mechanism
 from deniable.brr_runtime import parse_bundle
 from deniable.service import MechanismPool, ServiceConfig
 from deniable.service.pool import supports_targets
@@ -38,10 +38,18 @@ def test_mechanisms_lists_offered_names_and_limits(client):
     r = client.get("/v1/mechanisms")
     assert r.status_code == 200
     body = r.json()
-    assert [m["name"] for m in body["mechanisms"]] == ["madlib", "mahalanobis", "tem", "brr"]
+    assert [m["name"] for m in body["mechanisms"]] == available_mechanisms()
+    assert all(m["served"] and m["reason"] is None for m in body["mechanisms"])
+    assert body["default_mechanism"] == "madlib"
     assert body["limits"]["max_texts"] == ServiceConfig().max_texts
     assert body["privacy_targets"] == supports_targets()
-    assert {m["name"]: m["params"] for m in body["mechanisms"]}["mahalanobis"] == ["lam"]
+    params = {m["name"]: {p["name"]: p for p in m["params"]} for m in body["mechanisms"]}
+    assert params["mahalanobis"]["lam"] == {
+        "name": "lam", "type": "number", "nullable": False, "default": 0.5, "settable": True,
+        "description": "Regularization λ ∈ [0, 1]; 0 gives Madlib, 1 the plain Mahalanobis norm.",
+    }
+    assert [n for n, p in params["mahalanobis"].items() if p["settable"]] == ["lam"]
+    assert not params["tem"]["k"]["settable"] and params["tem"]["k"]["default"] == 128
 
 
 @pytest.mark.parametrize("mechanism,epsilon", [("madlib", 5.0), ("mahalanobis", 5.0), ("tem", 3.0), ("brr", 0.5)])
@@ -199,7 +207,8 @@ def test_unseeded_requests_differ(client):
         ({"texts": ["a"], "epsilon": 1.0, "seed": -3}, "seed"),
         ({"texts": ["a"], "epsilon": 1.0, "seed": 2**70}, "seed"),
         ({"texts": ["a"], "epsilon": 1.0, "unknown_field": 1}, "unknown_field"),
-        ({"texts": ["a"], "epsilon": 1.0, "params": {"lam": "x"}}, "params"),
+        ({"texts": ["a"], "epsilon": 1.0, "params": {"lam": [1]}}, "params"),
+        ({"texts": ["a"], "epsilon": 1.0, "params": "lam=0.5"}, "params"),
         ([1, 2, 3], "body"),
         ("text", "body"),
     ],
@@ -226,9 +235,13 @@ def test_lone_surrogate_is_refused(client):
 @pytest.mark.parametrize(
     "body,code,fragment",
     [
-        ({"texts": ["a"], "epsilon": 1.0, "params": {"index": 1}}, "invalid_request", "index"),
-        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "mahalanobis", "params": {"lam": 5.0}}, "invalid_request", "lam"),
-        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"beta": 2.0}}, "invalid_request", "beta"),
+        ({"texts": ["a"], "epsilon": 1.0, "params": {"index": 1}}, "invalid_parameters", "index"),
+        ({"texts": ["a"], "epsilon": 1.0, "params": {"batch_size": 10**9}}, "invalid_parameters", "batch_size is fixed at 8192"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "mahalanobis", "params": {"lam": 5.0}}, "invalid_parameters", "lam"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "mahalanobis", "params": {"lam": "0.5"}}, "invalid_parameters", "lam"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"beta": 2.0}}, "invalid_parameters", "beta"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"k": 4096}}, "invalid_parameters", "k is fixed at 128"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"cache_dir": "/tmp"}}, "invalid_parameters", "cache_dir"),
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "madlib", "params": {"lam": 0.5}}, "invalid_parameters", "lam"),
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "brr", "params": {"beta": 0.5}}, "invalid_parameters", "beta"),
     ],
@@ -241,6 +254,18 @@ def test_parameters_are_whitelisted_and_validated(client, body, code, fragment):
 def test_mahalanobis_lam_is_accepted(client):
     r = client.post("/v1/privatize", json={"texts": ["the cat"], "mechanism": "mahalanobis", "epsilon": 3.0, "params": {"lam": 0.2}, "seed": 0})
     assert r.status_code == 200 and r.json()["params"] == {"lam": 0.2}
+    assert "lam=0.2" in r.json()["guarantee"]["metric"]
+
+
+def test_a_default_value_shares_the_instance_built_without_it(make_client):
+    c = make_client()
+    pool = c.app.state.pool
+    for params in ({}, {"lam": 0.5}, {"lam": 0.5}):
+        r = c.post("/v1/privatize", json={"texts": ["the cat"], "mechanism": "mahalanobis", "epsilon": 3.0, "params": params})
+        assert r.status_code == 200 and r.json()["params"] == params
+    assert pool.builds == 1
+    assert c.post("/v1/privatize", json={"texts": ["the cat"], "mechanism": "mahalanobis", "epsilon": 3.0, "params": {"lam": 0.25}}).status_code == 200
+    assert pool.builds == 2  # another value: another instance
 
 
 def test_privacy_target(client, make_client):
@@ -254,7 +279,7 @@ def test_privacy_target(client, make_client):
     if supports_targets():
         assert r.status_code == 200, r.text
         assert r.json()["max_n_w"] == 0.5 and r.json()["epsilon"] > 0
-        assert all(m["targets"] for m in c.get("/v1/mechanisms").json()["mechanisms"])
+        assert all(m["targets"] for m in c.get("/v1/mechanisms").json()["mechanisms"] if m["served"])
     else:
         _error(r, 422, "target_unavailable")
 
@@ -384,7 +409,15 @@ def test_shipped_calibration_drives_targets_and_curves_on_the_bundled_embedding(
 
 
 def test_config_is_validated():
-    for bad in ({"max_texts": 0}, {"max_concurrent": 0}, {"min_epsilon": 0.0}, {"min_epsilon": 2.0, "max_epsilon": 1.0}, {"api_key": "short"}, {"mechanisms": ()}):
+    for bad in ({"max_texts": 0}, {"max_concurrent": 0}, {"min_epsilon": 0.0}, {"min_epsilon": 2.0, "max_epsilon": 1.0}, {"api_key": "short"}, {"mechanisms": ()},
+                {"mechanisms": ("madlib", "laplace")}, {"default_mechanism": "laplace"}):
         with pytest.raises(ValueError):
             ServiceConfig(**bad)
     assert ServiceConfig().max_concurrent >= 2
+    assert ServiceConfig().mechanisms == tuple(available_mechanisms())  # default: every registered mechanism
+
+
+def test_the_default_mechanism_falls_back_to_the_first_offered(make_client):
+    c = make_client(mechanisms=("tem", "brr"))
+    assert c.get("/v1/mechanisms").json()["default_mechanism"] == "tem"
+    assert c.post("/v1/privatize", json={"texts": ["the cat"], "epsilon": 2.0}).json()["mechanism"] == "tem"

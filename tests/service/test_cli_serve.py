@@ -13,6 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from deniable import available_mechanisms
 from deniable.cli.main import cli
 
 from .conftest import small_vocab
@@ -28,11 +29,24 @@ def test_help_lists_the_options():
 
 @pytest.mark.parametrize(
     "args,fragment",
-    [(["--limit", "10"], "--limit needs --embedding"), (["--api-key", "short"], "at least 8 characters"), (["--port", "70000"], "70000")],
+    [
+        (["--limit", "10"], "--limit needs --embedding"),
+        (["--api-key", "short"], "at least 8 characters"),
+        (["--port", "70000"], "70000"),
+        (["-m", "madlib,laplace"], "unknown mechanism(s) 'laplace'; registered mechanisms: " + ", ".join(available_mechanisms())),
+    ],
 )
 def test_usage_errors_exit_2(args, fragment):
     r = CliRunner().invoke(cli, ["serve", *args])
-    assert r.exit_code == 2 and fragment in r.output
+    assert r.exit_code == 2 and fragment in " ".join(r.output.split())
+
+
+def test_mechanisms_option_takes_any_registered_names():
+    from deniable.cli.serve import _mechanism_names
+
+    assert _mechanism_names(None, None, ()) == ()  # none given: every registered mechanism
+    assert _mechanism_names(None, None, ("santext,brr", "vickrey", "brr")) == ("santext", "brr", "vickrey")
+    assert "--mechanisms" in CliRunner().invoke(cli, ["serve", "--help"]).output
 
 
 def _free_port() -> int:

@@ -23,9 +23,11 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the serve extra")
+httpx = pytest.importorskip("httpx", reason="needs httpx")
 uvicorn = pytest.importorskip("uvicorn", reason="needs the serve extra")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (test extra)")
 
+from deniable import available_mechanisms  # noqa: E402
 from deniable.service import MechanismPool, ServiceConfig, create_app  # noqa: E402
 from deniable.service.pool import supports_targets  # noqa: E402
 
@@ -95,8 +97,14 @@ def test_explorer_server_and_on_device(server_url, browser):
     page.goto(server_url + "/")
     status = page.locator("#status")
     expect(status).to_have_text("Ready.", timeout=20_000)
+    # the mechanisms come from GET /v1/mechanisms (every registered one the server serves), the default selected
+    listed = httpx.get(server_url + "/v1/mechanisms").json()["mechanisms"]
+    assert [m["name"] for m in listed] == available_mechanisms()
     options = page.eval_on_selector_all("#mechanism option", "els => els.map(e => e.value)")
-    assert options == ["madlib", "mahalanobis", "tem", "brr"]
+    assert options == [m["name"] for m in listed if m["served"]] and len(options) >= 4
+    assert page.input_value("#mechanism") == "madlib"
+    titles = dict(page.eval_on_selector_all("#mechanism option", "els => els.map(e => [e.value, e.title])"))
+    assert "lam" in titles["mahalanobis"] and titles["madlib"].startswith("Madlib")
 
     # the plot: two curves for the default mechanism
     page.wait_for_selector("#plot svg path.median", timeout=30_000)

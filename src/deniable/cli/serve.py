@@ -9,7 +9,17 @@ import click
 
 from ..service.config import API_KEY_ENV, ServiceConfig
 
-_MECHANISMS = ("madlib", "mahalanobis", "tem", "brr")
+
+def _mechanism_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Registered mechanism names from repeated and comma-separated values (empty: all)."""
+    from ..mechanisms import available_mechanisms
+
+    known = available_mechanisms()
+    names = tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise click.BadParameter(f"unknown mechanism(s) {', '.join(map(repr, unknown))}; registered mechanisms: {', '.join(known)}")
+    return names
 
 
 def _is_loopback(host: str) -> bool:
@@ -25,7 +35,10 @@ def _is_loopback(host: str) -> bool:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default; anything else needs a reason and an API key).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to bind (0: any free port).")
 @click.option("--api-key", envvar=API_KEY_ENV, default=None, help=f"Require this key (X-API-Key header or Bearer token) on every route but /healthz and the page; default ${API_KEY_ENV}.")
-@click.option("-m", "--mechanism", "mechanisms", multiple=True, type=click.Choice(_MECHANISMS), help="Mechanism to offer (repeatable; default: all).")
+@click.option(
+    "-m", "--mechanisms", "--mechanism", "mechanisms", multiple=True, metavar="NAME[,NAME...]", callback=_mechanism_names,
+    help="Mechanisms to offer: any registered names (deniable.available_mechanisms()), repeatable or comma-separated; default: all of them.",
+)
 @click.option("--embedding", type=click.Path(exists=True, dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe embedding).")
 @click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of --embedding.")
 @click.option("--bundle", type=click.Path(exists=True, dir_okay=False), default=None, help="BRR bundle (deniable export brr) for -m brr and the on-device mode (default: the bundled codes).")
@@ -45,8 +58,10 @@ def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, 
     """Serve privatization over HTTP: POST /v1/privatize, GET /v1/mechanisms, /healthz, the
     OpenAPI spec at /openapi.json (docs at /docs) and the ε explorer page at /.
 
-    Binds to 127.0.0.1 unless --host says otherwise. Mechanisms are built once per (mechanism,
-    parameters, ε) and shared by all requests. Responses hold the privatized texts and the
+    Binds to 127.0.0.1 unless --host says otherwise. Every registered mechanism is offered
+    (-m/--mechanisms picks some); GET /v1/mechanisms lists each with its parameters and which of
+    them a request may set. Mechanisms are built once per (mechanism, parameters, ε) and shared
+    by all requests. Responses hold the privatized texts and the
     guarantee; input-dependent counts and changed flags only when a request asks for them
     ("include"), and those stay with the texts' owner. See docs/service.md.
     """
@@ -67,7 +82,7 @@ def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, 
         import_optional("randomgen", purpose="--secure")
     config = ServiceConfig(
         api_key=api_key,
-        mechanisms=tuple(mechanisms) or _MECHANISMS,
+        mechanisms=mechanisms or None,
         max_body_bytes=max_body_bytes,
         max_texts=max_texts,
         max_text_chars=max_text_chars,
@@ -92,8 +107,9 @@ def serve(host, port, api_key, mechanisms, embedding, limit, bundle, max_texts, 
     for name, why in pool.unavailable.items():
         click.echo(f"warning: {name} is not offered: {why}", err=True)
     if preload:
-        pool.embedding()
-        if "brr" in pool.names:
+        if any(pool.specs[n].vocabulary == "embedding" for n in pool.names):
+            pool.embedding()
+        if any(pool.specs[n].vocabulary == "binary" for n in pool.names):
             pool.binary_embedding()
     app = create_app(config, pool=pool)
     shown = f"[{host}]" if ":" in host else host

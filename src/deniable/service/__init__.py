@@ -2,17 +2,19 @@
 
 :func:`create_app` builds the FastAPI application (imported lazily: ``import deniable.service``
 needs no web framework); :class:`ServiceConfig` holds its limits; :class:`MechanismPool` shares
-mechanisms across requests. See ``docs/service.md``.
+mechanisms across requests; :func:`mechanism_spec` says what the service offers of a registered
+mechanism (its parameters, which a request may set). See ``docs/service.md``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .config import API_KEY_ENV, SERVICE_PARAMS, ServiceConfig
+from .catalog import MechanismSpec, ParamSpec, mechanism_spec
+from .config import API_KEY_ENV, ServiceConfig
 from .pool import MechanismPool, PoolError, privatize_detailed
 
-__all__ = ["create_app", "ServiceConfig", "MechanismPool", "PoolError", "privatize_detailed", "API_KEY_ENV", "SERVICE_PARAMS"]
+__all__ = ["create_app", "ServiceConfig", "MechanismPool", "PoolError", "privatize_detailed", "API_KEY_ENV", "mechanism_spec", "MechanismSpec", "ParamSpec"]
 
 
 def create_app(config: ServiceConfig | None = None, **kwargs: Any) -> Any:

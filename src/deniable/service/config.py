@@ -6,20 +6,15 @@ import math
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["ServiceConfig", "API_KEY_ENV", "SERVICE_PARAMS"]
+__all__ = ["ServiceConfig", "API_KEY_ENV", "INCLUDE_VALUES"]
 
 #: Environment variable read for the API key when ``--api-key`` is not given.
 API_KEY_ENV = "DENIABLE_API_KEY"
 
-#: Mechanism parameters a request may set, per mechanism. Everything else (index kinds, code
-#: lengths, neighbour counts, cache folders) is the operator's choice, not the caller's: those
-#: would let one request trigger minutes of pre-processing or touch the server's files.
-SERVICE_PARAMS: dict[str, tuple[str, ...]] = {
-    "madlib": (),
-    "mahalanobis": ("lam",),
-    "tem": ("beta",),
-    "brr": (),
-}
+#: What a privatize request may ask to add to its response with ``include``. All of it is
+#: input-dependent (counts of unknown and changed words, per-word changed flags) and not covered
+#: by the privacy guarantee: it must stay with the texts' owner (docs/service.md).
+INCLUDE_VALUES = ("summary", "segments")
 
 
 @dataclass
@@ -32,7 +27,11 @@ class ServiceConfig:
         When set, every route except ``/healthz`` and the static explorer page requires it in the
         ``X-API-Key`` header (or ``Authorization: Bearer KEY``).
     mechanisms
-        Mechanisms offered (default: all four).
+        Mechanisms offered: names of :func:`deniable.available_mechanisms` (default ``None``: every
+        registered mechanism). The parameters a request may set come from the registry
+        (:mod:`deniable.service.catalog`).
+    default_mechanism
+        The mechanism of a request that names none (when it is not offered: the first offered).
     max_body_bytes
         Largest request body accepted; a larger one gets 413 before it is parsed.
     max_texts
@@ -65,7 +64,8 @@ class ServiceConfig:
     """
 
     api_key: str | None = None
-    mechanisms: tuple[str, ...] = ("madlib", "mahalanobis", "tem", "brr")
+    mechanisms: tuple[str, ...] | None = None
+    default_mechanism: str = "madlib"
     max_body_bytes: int = 1 << 20
     max_texts: int = 256
     max_text_chars: int = 20_000
@@ -90,6 +90,14 @@ class ServiceConfig:
             raise ValueError(f"need 0 < min_epsilon <= max_epsilon (finite), got {self.min_epsilon!r} and {self.max_epsilon!r}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key) < 8):
             raise ValueError("api_key must be a string of at least 8 characters")
-        self.mechanisms = tuple(self.mechanisms)
+        from ..mechanisms.registry import available_mechanisms
+
+        known = available_mechanisms()
+        self.mechanisms = tuple(known if self.mechanisms is None else self.mechanisms)
         if not self.mechanisms:
-            raise ValueError("mechanisms must name at least one mechanism")
+            raise ValueError(f"mechanisms must name at least one mechanism (or be None for all of them: {', '.join(known)})")
+        unknown = [m for m in self.mechanisms if m not in known]
+        if unknown:
+            raise ValueError(f"unknown mechanism(s) {', '.join(map(repr, unknown))}; registered mechanisms: {', '.join(known)}")
+        if self.default_mechanism not in known:
+            raise ValueError(f"default_mechanism {self.default_mechanism!r} is not a registered mechanism; use one of {', '.join(known)}")

@@ -18,13 +18,22 @@ import numpy as np
 
 __all__ = ["EPSILON_GRIDS", "CurveCache", "estimate_curve"]
 
-#: ε values of the plot, per mechanism: where each goes from "almost every word replaced" to
-#: "almost every word kept" on the bundled 300-d embedding (BRR's ε is per bit of 256).
+#: ε values of the plot (and the explorer's suggested ε, the middle one), per mechanism where they
+#: were tuned: where each goes from "almost every word replaced" to "almost every word kept" on
+#: the bundled 300-d embedding, from the quick estimate below (BRR's ε is per bit of 256;
+#: Vickrey's median N_w rises slowly: about 0.3 at ε = 30, 0.5 at 200). These are hints for the
+#: plot, not the list of mechanisms served: any other mechanism gets DEFAULT_GRID.
 EPSILON_GRIDS: dict[str, tuple[float, ...]] = {
     "madlib": (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0),
     "mahalanobis": (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0),
     "tem": (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0),
     "brr": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0),
+    "knn_tem": (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
+    "santext": (0.5, 1.0, 1.5, 2.0, 2.25, 2.5, 3.0, 4.0),
+    "santext_plus": (0.5, 1.0, 1.5, 2.0, 2.25, 2.5, 3.0, 4.0),
+    "custext": (1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 14.0, 20.0),
+    "diffractor": (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0),
+    "vickrey": (5.0, 10.0, 15.0, 20.0, 30.0, 50.0, 100.0, 200.0),
 }
 DEFAULT_GRID = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 
@@ -102,8 +111,7 @@ class CurveCache:
         self._locks: dict[tuple, threading.Lock] = {}
 
     def get(self, name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        params = dict(params or {})
-        self.pool.check(name, params)
+        params = self.pool.check(name, dict(params or {}))
         key = (name, tuple(sorted((k, repr(v)) for k, v in params.items())))
         with self._lock:
             if key in self._curves:

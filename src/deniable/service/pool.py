@@ -7,27 +7,21 @@ code that the FastAPI app (:mod:`deniable.service.app`) calls from its worker th
 from __future__ import annotations
 
 import inspect
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._rng import RNGLike, as_generator
 from ..text.privatize import privatize_texts
 from ..text.tokenize import lookup_key, word_pattern
-from .config import SERVICE_PARAMS
+from .catalog import MechanismSpec, mechanism_spec, normalize_params, without_defaults
+from .errors import PoolError
 
 __all__ = ["MechanismPool", "PoolError", "privatize_detailed", "supports_targets"]
-
-
-class PoolError(ValueError):
-    """A request names something the pool cannot build (``code`` says what, for the JSON error)."""
-
-    def __init__(self, message: str, *, code: str = "invalid_parameters") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def supports_targets() -> bool:
@@ -52,8 +46,10 @@ class MechanismPool:
     The embedding (and BRR's binary codes) are loaded once; each distinct key is built once —
     concurrent requests for a key being built wait for it instead of building it again — and
     kept until ``max_cached`` newer keys push it out (least recently used first). Mechanisms are
-    read-only after construction (TEM's tables are built here, before sharing), so one instance
-    serves many threads.
+    read-only after construction (their ``precompute`` and one warm-up draw run here, before
+    sharing, so lazily built tables exist before concurrent use), so one instance serves many
+    threads. What each mechanism takes and which parameters a request may set come from the
+    registry (:mod:`deniable.service.catalog`).
 
     Parameters
     ----------
@@ -65,7 +61,9 @@ class MechanismPool:
         otherwise (binarizing a new embedding trains a model: do that offline with
         ``deniable export brr``).
     mechanisms
-        Names offered.
+        Names offered (default: every registered mechanism, ``available_mechanisms()``). Those
+        that cannot be served here (no binary codes; a mechanism the service cannot build from
+        a request) are left out of :attr:`names`, with the reason in :attr:`unavailable`.
     max_cached
         Mechanism instances kept.
     compute_targets
@@ -80,26 +78,33 @@ class MechanismPool:
         embedding: Any = None,
         binary_embedding: Any = None,
         *,
-        mechanisms: Sequence[str] = ("madlib", "mahalanobis", "tem", "brr"),
+        mechanisms: Sequence[str] | None = None,
         max_cached: int = 16,
         compute_targets: bool = False,
     ) -> None:
         from ..mechanisms.registry import available_mechanisms
 
         known = available_mechanisms()
-        for name in mechanisms:
+        offered = tuple(known if mechanisms is None else mechanisms)
+        for name in offered:
             if name not in known:
                 raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(known)}")
         self._embedding = embedding
         self._binary = binary_embedding
         self._default_vocab = embedding is None
-        self.names = tuple(n for n in mechanisms if n != "brr" or binary_embedding is not None or embedding is None)
-        self.unavailable = {n: "BRR needs binary codes: start the service with --bundle FILE (deniable export brr)" for n in mechanisms if n not in self.names}
+        self.specs: dict[str, MechanismSpec] = {n: mechanism_spec(n) for n in offered}
+        self.unavailable: dict[str, str] = {}
+        for n, spec in self.specs.items():
+            if spec.excluded is not None:
+                self.unavailable[n] = spec.excluded
+            elif spec.vocabulary == "binary" and binary_embedding is None and embedding is not None:
+                self.unavailable[n] = "it needs binary codes: start the service with --bundle FILE (deniable export brr)"
+        self.names = tuple(n for n in offered if n not in self.unavailable)
         self.max_cached = int(max_cached)
         self._lock = threading.Lock()
         self._vocab_lock = threading.Lock()
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
-        self._indexes: dict[str, Any] = {}
+        self._indexes: dict[tuple, Any] = {}
         self.compute_targets = bool(compute_targets)
         self._shipped: dict[str, Any] = {}
         self._building: dict[tuple, threading.Event] = {}
@@ -118,43 +123,50 @@ class MechanismPool:
         with self._vocab_lock:
             if self._binary is None:
                 if not self._default_vocab:
-                    raise PoolError(self.unavailable.get("brr", "BRR is not available"), code="unavailable")
+                    raise PoolError("binary codes are not available: start the service with --bundle FILE (deniable export brr)", code="unavailable")
                 from ..binary import load_default_binary_embedding
 
                 self._binary = load_default_binary_embedding()
             return self._binary
 
     def vocabulary_for(self, name: str) -> Any:
-        return self.binary_embedding() if name == "brr" else self.embedding()
+        """The vocabulary ``name`` works on: the binary codes or the embedding (its spec says)."""
+        return self.binary_embedding() if mechanism_spec(name).vocabulary == "binary" else self.embedding()
 
     def shared_index(self, name: str) -> Any:
-        """The nearest-neighbour index every ε of ``name`` shares (None: the mechanism has none
-        to share). It depends only on the vocabulary, and an index is about as large as the
-        embedding (about 40 MB for the bundled one), so one per ε would multiply the memory."""
-        kind = {"madlib": "euclidean", "mahalanobis": "euclidean", "brr": "hamming"}.get(name)
-        if kind is None:
+        """The search index every ε of ``name`` shares, or None. A mechanism whose constructor
+        takes an ``index`` object gets the index of its default kind over its vocabulary (exact
+        Euclidean search over the vectors, Hamming search over binary codes); one index serves
+        every ε and every mechanism of that kind. It depends only on the vocabulary, and an index
+        is about as large as the embedding (about 40 MB for the bundled one), so one per ε would
+        multiply the memory."""
+        spec = mechanism_spec(name)
+        if spec.shared_index is None:
             return None
+        key = (spec.vocabulary, spec.shared_index)
         with self._vocab_lock:
-            index = self._indexes.get(kind)
+            index = self._indexes.get(key)
         if index is None:
-            if kind == "euclidean":
-                from ..neighbors import make_index
-
-                index = make_index("exact", self.embedding().vectors)
-            else:
+            if spec.vocabulary == "binary":
                 from ..binary.hamming import make_hamming_index
 
-                index = make_hamming_index("auto", self.binary_embedding().codes)
+                index = make_hamming_index(spec.shared_index, self.binary_embedding().codes)
+            else:
+                from ..neighbors import make_index
+
+                index = make_index(spec.shared_index, self.embedding().vectors)
             with self._vocab_lock:
-                index = self._indexes.setdefault(kind, index)
+                index = self._indexes.setdefault(key, index)
         return index
 
     # -- mechanisms ---------------------------------------------------------------------------
     def shipped_calibration(self, name: str, params: dict[str, Any] | None = None) -> Any:
         """The calibration shipped with deniable for ``name`` on this pool's vocabulary with
         these parameters (:class:`deniable.calibration.targets.Calibration`), or None. Read once
-        per mechanism from package data and matched by vocabulary fingerprint and parameters,
-        without building any mechanism."""
+        per mechanism from package data and matched by vocabulary fingerprint and parameters
+        (the given ones over the constructor's defaults: every parameter the calibration records
+        must agree, and a given parameter it does not record must equal its default), without
+        building any mechanism."""
         params = dict(params or {})
         with self._vocab_lock:
             cached = name in self._shipped
@@ -173,7 +185,13 @@ class MechanismPool:
                 cal = None
             with self._vocab_lock:
                 self._shipped[name] = cal
-        if cal is None or any(cal.params.get(k) != v for k, v in params.items()):
+        if cal is None:
+            return None
+        defaults = mechanism_spec(name).defaults()
+        effective = {**defaults, **params}
+        if any(k in effective and effective[k] != v for k, v in cal.params.items()):
+            return None
+        if any(k not in cal.params and v != defaults.get(k) for k, v in params.items()):
             return None
         return cal
 
@@ -186,25 +204,20 @@ class MechanismPool:
             return True
         return self.shipped_calibration(name, params) is not None
 
-    def check(self, name: str, params: dict[str, Any]) -> None:
-        """Raise :class:`PoolError` for an unknown mechanism or a parameter callers may not set."""
+    def check(self, name: str, params: dict[str, Any]) -> dict[str, float]:
+        """The parameters to build ``name`` with (:func:`~deniable.service.catalog.normalize_params`:
+        only those a request may set, as floats); raises :class:`PoolError` for a mechanism not
+        offered here or a parameter a request may not set."""
         if name not in self.names:
             if name in self.unavailable:
                 raise PoolError(f"mechanism {name!r} is not available here: {self.unavailable[name]}", code="unavailable")
             raise PoolError(f"unknown mechanism {name!r}; this service offers: {', '.join(self.names)}", code="unknown_mechanism")
-        allowed = SERVICE_PARAMS.get(name, ())
-        bad = sorted(set(params) - set(allowed))
-        if bad:
-            raise PoolError(f"parameter(s) {', '.join(bad)} cannot be set for {name}; allowed: {', '.join(allowed) or 'none'}")
-        for k, v in params.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise PoolError(f"parameter {k} of {name} must be a finite number, got {v!r}")
+        return normalize_params(self.specs[name], params)
 
     def get(self, name: str, params: dict[str, Any] | None = None, *, epsilon: float | None = None, max_n_w: float | None = None) -> Any:
         """The shared mechanism for ``name`` with ``params`` at ``epsilon`` (or chosen for the
         privacy target ``max_n_w``); built on first use. Raises :class:`PoolError` for bad input."""
-        params = dict(params or {})
-        self.check(name, params)
+        params = without_defaults(self.specs[name], self.check(name, dict(params or {})))
         if (epsilon is None) == (max_n_w is None):
             raise PoolError("give exactly one of epsilon and max_n_w")
         key = (name, _freeze(params), "epsilon" if max_n_w is None else "max_n_w", float(epsilon if max_n_w is None else max_n_w))  # type: ignore[arg-type]  # one is given
@@ -256,20 +269,29 @@ class MechanismPool:
                 index = self.shared_index(name)
                 extra = {"index": index} if index is not None else {}
                 mech = get_mechanism(name, vocab, epsilon=epsilon, **params, **extra)
+            _warm_up(mech)
         except PoolError:
             raise
         except (TypeError, ValueError, NotImplementedError) as exc:
             if isinstance(exc, DataError):
                 raise
             raise PoolError(f"cannot build {name}: {exc}") from None
-        if hasattr(mech, "sampler_summary"):  # TEM: load the neighbour tables now, not under concurrent first use
-            mech.precompute()  # type: ignore[attr-defined]
-            mech.sampler_summary()
         return mech
 
     def cached_keys(self) -> list[tuple]:
         with self._lock:
             return list(self._cache)
+
+
+def _warm_up(mech: Any) -> None:
+    """Build what the mechanism builds lazily (neighbour tables, samplers) now, before it is
+    shared, instead of under concurrent first use: its ``precompute()`` where it has one, then
+    one draw for word 0 with a fixed seed (output discarded)."""
+    precompute = getattr(mech, "precompute", None)
+    if callable(precompute):
+        precompute()
+    if mech.n_words:
+        mech.sample_ids(np.zeros(1, dtype=np.int64), rng=0)
 
 
 def _changed(word: str, out: str, lower: bool) -> bool:

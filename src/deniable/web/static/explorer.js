@@ -1,6 +1,7 @@
 // The ε explorer page: privatize on the server (POST /v1/privatize) or in this page with the BRR
 // runtime (brr.js; the only requests are GETs for the bundle and the curve, none carries text),
-// highlight the changed words, and plot N_w against ε for the chosen mechanism.
+// highlight the changed words, and plot N_w against ε for the chosen mechanism. The mechanisms,
+// the default one and the one the on-device runtime implements all come from GET /v1/mechanisms.
 import { loadBundle } from "./brr.js";
 
 const $ = (id) => document.getElementById(id);
@@ -50,6 +51,20 @@ function mechanismInfo(name) {
   return info ? info.mechanisms.find((m) => m.name === name) : null;
 }
 
+function served() {
+  return info ? info.mechanisms.filter((m) => m.served) : [];
+}
+
+function onDeviceMechanism() {
+  return served().find((m) => m.on_device) || null;
+}
+
+function mechanismTitle(m) {
+  const settable = m.params.filter((p) => p.settable).map((p) => p.name);
+  const extra = settable.length ? ` Parameters a request may set: ${settable.join(", ")}.` : "";
+  return `${m.description}${m.notes ? ` (${m.notes})` : ""}${extra}`;
+}
+
 function defaultEpsilon(name) {
   const m = mechanismInfo(name);
   if (!m || !m.suggested_epsilons.length) return 1;
@@ -71,16 +86,16 @@ async function init() {
   }
   const sel = $("mechanism");
   sel.replaceChildren();
-  for (const m of info.mechanisms) {
+  for (const m of served()) {
     const opt = document.createElement("option");
     opt.value = m.name;
     opt.textContent = m.name;
-    opt.title = m.description;
+    opt.title = mechanismTitle(m);
     sel.append(opt);
   }
-  sel.value = mechanismInfo("madlib") ? "madlib" : info.mechanisms[0].name;
-  const brr = mechanismInfo("brr");
-  document.querySelector('input[name="mode"][value="device"]').disabled = !(brr && brr.on_device);
+  const fallback = served().length ? served()[0].name : "";
+  sel.value = mechanismInfo(info.default_mechanism) && mechanismInfo(info.default_mechanism).served ? info.default_mechanism : fallback;
+  document.querySelector('input[name="mode"][value="device"]').disabled = !onDeviceMechanism();
   updateTargetAvailability();
   onMechanismChange();
   setStatus("Ready.");
@@ -105,7 +120,7 @@ function onMechanismChange() {
 function onModeChange() {
   const device = mode() === "device";
   if (device) {
-    $("mechanism").value = "brr";
+    $("mechanism").value = onDeviceMechanism().name;
     onMechanismChange();
     getBundle().catch((e) => setStatus(`Cannot load the bundle: ${e.message}`, true));
   }
@@ -116,7 +131,8 @@ function onModeChange() {
 function getBundle() {
   if (!bundlePromise) {
     setStatus("Loading the BRR bundle (once)…");
-    bundlePromise = loadBundle("/v1/bundles/brr", { headers: apiHeaders() }).then((b) => {
+    const name = encodeURIComponent(onDeviceMechanism().name);
+    bundlePromise = loadBundle(`/v1/bundles/${name}`, { headers: apiHeaders() }).then((b) => {
       setStatus(`Bundle loaded: ${b.nWords.toLocaleString()} words, ${b.nBits}-bit codes.`);
       return b;
     });

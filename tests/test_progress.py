@@ -54,8 +54,10 @@ def test_forced_bar_and_bytes():
     clock = _Clock()
     b = progress_bar(None, "reading emb.txt", None, unit="B", stream=lines, interval=1.0, clock=clock)
     clock.t = 2.0
+    b.set_postfix_str("12 records")
     b.update(3 * 2**20)
-    assert lines.getvalue().startswith("reading emb.txt: 3.0 MiB, 1.5 MiB/s")
+    assert lines.getvalue().startswith("reading emb.txt: 3.0 MiB, 12 records, 1.5 MiB/s")
+    progress_bar(1, "x", False).set_postfix_str("ignored")  # every reporter takes a postfix
 
 
 def test_check_progress():

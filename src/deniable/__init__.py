@@ -18,6 +18,7 @@ from ._version import __version__
 from .calibration import equivalent_epsilon, plausible_deniability, select_epsilon
 from .embeddings import UNK_ID, Embedding, load_embedding
 from .errors import DataError, DeniableWarning, PrivacyWarning
+from .ledger import Ledger
 from .mechanisms import Guarantee, Madlib, Mahalanobis, Mechanism, available_mechanisms, get_mechanism, register_mechanism
 from .mechanisms.tem import TEM
 
@@ -54,7 +55,8 @@ _LAZY.update(
     SanTextPlus="deniable.mechanisms.santext",
     CusText="deniable.mechanisms.custext",
     Vickrey="deniable.mechanisms.vickrey",
-    TruncatedGumbel="deniable.mechanisms.truncated_gumbel",
+    KnnTEM="deniable.mechanisms.knn_tem",
+    TruncatedGumbel="deniable.mechanisms.truncated_gumbel",  # deprecated alias of KnnTEM (warns when built)
     Diffractor="deniable.mechanisms.diffractor",
 )
 
@@ -83,7 +85,7 @@ __all__ = [
     "SanTextPlus",
     "CusText",
     "Vickrey",
-    "TruncatedGumbel",
+    "KnnTEM",
     "Diffractor",
     "BinaryEmbedding",
     "binarize",
@@ -97,5 +99,6 @@ __all__ = [
     "DataError",
     "DeniableWarning",
     "PrivacyWarning",
+    "Ledger",
     "__version__",
 ]

@@ -37,8 +37,14 @@ def check_progress(progress: Any) -> ProgressLike:
 
 
 class _Silent:
+    postfix = ""
+
     def update(self, n: float = 1) -> None:
         pass
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        """Extra words shown after the counts (as tqdm's)."""
+        self.postfix = s
 
     def close(self) -> None:
         pass
@@ -90,9 +96,12 @@ class _Lines(_Silent):
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             pct = 100.0 * self.done / self.total
             left = _duration(eta) if eta != float("inf") else "?"
-            return (f"{self.desc}: {self._amount(self.done)} of {self._amount(self.total)} ({pct:.0f}%), {speed}, "
+            return (f"{self.desc}: {self._amount(self.done)} of {self._amount(self.total)} ({pct:.0f}%){self._extra()}, {speed}, "
                     f"elapsed {_duration(elapsed)}, ETA {left}")
-        return f"{self.desc}: {self._amount(self.done)}, {speed}, elapsed {_duration(elapsed)}"
+        return f"{self.desc}: {self._amount(self.done)}{self._extra()}, {speed}, elapsed {_duration(elapsed)}"
+
+    def _extra(self) -> str:
+        return f", {self.postfix}" if self.postfix else ""
 
     def update(self, n: float = 1) -> None:
         self.done += int(n)

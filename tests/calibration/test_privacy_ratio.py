@@ -150,7 +150,7 @@ def test_privacy_ratio_refuses_mechanisms_with_infinite_distances():
     from deniable.mechanisms.santext import SanText, SanTextPlus
 
     emb = _emb()
-    for mech in (CusText(emb, epsilon=1.0, K=5, cache_dir=False), SanTextPlus(emb, epsilon=1.0, cache_dir=False)):
+    for mech in (CusText(emb, epsilon=1.0, K=5, cache_dir=False), SanTextPlus(emb, epsilon=1.0, sensitive=emb.words[5:], cache_dir=False)):
         assert mech.finite_metric is False
         with pytest.raises(ValueError, match="privacy ratio is undefined"):
             mechanism_metric_stats(mech)

@@ -214,7 +214,7 @@ def test_a_target_no_epsilon_meets_is_a_usage_error_naming_the_word(files, tmp_p
     """SanText+ keeps each non-sensitive word with probability 1 - p = 0.7 at every ε."""
     emb, data = files
     r = CliRunner().invoke(cli, ["evaluate", str(data), "-m", "santext_plus", "--max-nw", "0.5", "--embedding", str(emb),
-                                 "-o", str(tmp_path / "o"), "--no-progress"])
+                                 "--param", 'sensitive=["w36","w37","w38","w39"]', "-o", str(tmp_path / "o"), "--no-progress"])
     assert r.exit_code == 2, r.output
     assert "no epsilon" in r.output and "max_n_w=0.5" in r.output and "N_w up to 0.7" in r.output
     assert not (tmp_path / "o").exists()  # nothing written

@@ -16,7 +16,7 @@ PARAMS: dict[str, dict] = {
     "brr": {"n_bits": 8},
     "santext_plus": {"p": 1.0},
     "custext": {"K": 5},
-    "truncated_gumbel": {"k": 5},
+    "knn_tem": {"k": 5},
     "tem": {"metric": "angular"},
 }
 
@@ -121,8 +121,9 @@ def test_finite_metric_declares_infinite_distances():
     cases = [
         (CusText(emb, epsilon=1.0, K=5, cache_dir=False), False),
         (CusText(emb, epsilon=1.0, K=n, cache_dir=False), True),
-        (SanTextPlus(emb, epsilon=1.0, p=0.3, cache_dir=False), False),
-        (SanTextPlus(emb, epsilon=1.0, p=1.0, cache_dir=False), True),
+        (SanTextPlus(emb, epsilon=1.0, p=0.3, sensitive=emb.words[3:], cache_dir=False), False),
+        (SanTextPlus(emb, epsilon=1.0, p=0.3, cache_dir=False), True),  # not fitted: every word sensitive
+        (SanTextPlus(emb, epsilon=1.0, p=1.0, sensitive=emb.words[3:], cache_dir=False), True),
     ]
     for mech, finite in cases:
         assert mech.finite_metric is finite

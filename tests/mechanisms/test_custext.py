@@ -1,6 +1,7 @@
-"""CusText: output sets (a partition covering every word, against a brute-force construction),
-closed form vs brute force, ε-DP on all pairs inside each set (with a control that must fail),
-exact sampling (chi-square), OOV, registry and CLI."""
+"""CusText: output sets (every word covered, against an independent emulation of the authors'
+construction with placeholder vectors), closed form vs brute force, ε-DP on all pairs inside each
+set (with a control that must fail), exact sampling (chi-square), cosine similarity, the completed
+last set, CusText+ stop words, OOV, registry and CLI."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from scipy import stats
 
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.custext import CusText, build_output_sets
+from deniable.text.stopwords import english_stop_words
 
 from ._metric_dp import assert_metric_dp, distance_matrix, log_rows, metric_dp_excess
 
@@ -22,25 +24,59 @@ def make_embedding(n: int = 47, dim: int = 4, seed: int = 1) -> Embedding:
     return Embedding([f"w{i}" for i in range(n)], rng.standard_normal((n, dim)).astype(np.float32))
 
 
-def brute_sets(X: np.ndarray, K: int) -> list[list[int]]:
+def _scores(x: np.ndarray, Y: np.ndarray, metric: str) -> np.ndarray:
+    """Similarity of vector x to the rows of Y, as the authors compute it: −Euclidean distance, or
+    the dot product of unit vectors (a zero row, the cosine placeholder, scores 0); the angle for
+    our angular variant."""
+    x = x.astype(np.float64)
+    Y = Y.astype(np.float64)
+    if metric == "euclidean":
+        return -np.sqrt(((Y - x) ** 2).sum(axis=1))
+    norms = np.linalg.norm(Y, axis=1)
+    cos = np.where(norms > 0, (Y @ x) / np.where(norms > 0, norms, 1.0) / np.linalg.norm(x), 0.0)
+    if metric == "cosine":
+        return cos
+    if not np.all(norms > 0):  # the angle to the zero placeholder: π/2
+        return np.where(norms > 0, _scores(x, np.where(norms[:, None] > 0, Y, 1.0), metric), -np.pi / 2)
+    u, v = x / np.linalg.norm(x), Y / norms[:, None]
+    return -2 * np.arctan2(np.linalg.norm(v - u, axis=1), np.linalg.norm(v + u, axis=1))  # the angle, accurate near 0
+
+
+def authors_sets(X: np.ndarray, K: int, metric: str = "euclidean", complete: bool = True) -> list[tuple[list[int], list[int]]]:
+    """The conservative mapping emulated from the specification: heads in order; each takes the K
+    most similar words of the current matrix, in which every used word's vector is overwritten by
+    the placeholder (10⁹·𝟙, or zero for the angle/cosine). Ties among placeholders: the used word
+    nearest the head by its real vector, then by id. Returns (members, placeholders) per set."""
     X = X.astype(np.float64)
-    free = list(range(len(X)))
-    sets = []
-    while free:
-        h = free[0]
-        d = sorted(free, key=lambda j: (float(np.sqrt(((X[h] - X[j]) ** 2).sum())) if j != h else -1.0, j))
-        m = d[:K]
-        sets.append(m)
-        free = [j for j in free if j not in m]
-    return sets
+    V = len(X)
+    ph_vec = np.full(X.shape[1], 1e9) if metric == "euclidean" else np.zeros(X.shape[1])
+    used = np.zeros(V, dtype=bool)
+    out = []
+    for h in range(V):
+        if used[h]:
+            continue
+        cur = np.where(used[:, None], ph_vec, X)
+        s = _scores(X[h], cur, metric) if complete else np.where(used, -np.inf, _scores(X[h], X, metric))
+        real = _scores(X[h], X, metric)
+        order = sorted(range(V), key=lambda j: (-s[j], used[j], -real[j], j))
+        top = [j for j in order[:K] if complete or not used[j]]
+        members = [j for j in top if not used[j]]
+        out.append((members, [j for j in top if used[j]]))
+        used[members] = True
+    return out
 
 
-def brute_probs(x: np.ndarray, X: np.ndarray, members: list[int], eps: float) -> np.ndarray:
-    d = np.array([np.sqrt(((x.astype(np.float64) - X[j].astype(np.float64)) ** 2).sum()) for j in members])
-    u = (d.max() - d) / (d.max() - d.min()) if d.max() > d.min() else np.ones_like(d)
+def authors_probs(x: np.ndarray, X: np.ndarray, members: list[int], placeholders: list[int], eps: float, metric: str = "euclidean") -> np.ndarray:
+    """P[M(x) = ·] as the authors compute it: min-max normalized similarity to the set's vectors
+    (placeholders: the overwritten vector), exp(ε·u/2), normalized."""
+    ph_vec = np.full(X.shape[1], 1e9) if metric == "euclidean" else np.zeros(X.shape[1])
+    words = members + placeholders
+    Y = np.array([X[j].astype(np.float64) for j in members] + [ph_vec] * len(placeholders)).reshape(len(words), X.shape[1])
+    s = _scores(x, Y, metric)
+    u = (s - s.min()) / (s.max() - s.min()) if s.max() > s.min() else np.ones_like(s)
     w = np.exp(eps * u / 2)
     p = np.zeros(len(X))
-    p[members] = w / w.sum()
+    p[words] = w / w.sum()
     return p
 
 
@@ -52,34 +88,59 @@ def chi2_pvalue(samples: np.ndarray, p: np.ndarray) -> float:
     return float(stats.chisquare(obs[keep], exp[keep]).pvalue)
 
 
+@pytest.mark.parametrize("metric", ["euclidean", "angular", "cosine"])
 @pytest.mark.parametrize("K", [1, 5, 20])
-def test_output_sets_partition_every_word_and_match_bruteforce(K: int) -> None:
+@pytest.mark.parametrize("complete", [True, False])
+def test_output_sets_cover_every_word_and_match_the_authors_construction(K: int, metric: str, complete: bool) -> None:
     emb = make_embedding()
-    members = build_output_sets(emb, K, k_lists=3, cache_dir=False)  # short lists: exercises the exact-scan fallback
-    flat = members[members >= 0]
-    assert sorted(flat.tolist()) == list(range(len(emb)))
-    assert (np.count_nonzero(members >= 0, axis=1)[:-1] == K).all()
-    got = [sorted(m[m >= 0].tolist()) for m in members]
-    assert got == [sorted(s) for s in brute_sets(emb.vectors, K)]
-    np.testing.assert_array_equal(members, build_output_sets(emb, K, k_lists=128, cache_dir=False))
+    members = build_output_sets(emb, K, metric, complete=complete, k_lists=3, cache_dir=False)  # short lists: exact-scan fallback
+    want = authors_sets(emb.vectors, K, metric, complete)
+    assert len(members) == len(want)
+    for row, (mem, ph) in zip(members, want):
+        assert sorted(row[row >= 0].tolist()) == sorted(mem + ph)
+    firsts = {}
+    for g, row in enumerate(members):
+        for w in row[row >= 0].tolist():
+            firsts.setdefault(w, g)
+    assert sorted(firsts) == list(range(len(emb)))  # every word has a set (the first row holding it)
+    np.testing.assert_array_equal(members, build_output_sets(emb, K, metric, complete=complete, k_lists=128, cache_dir=False))
+    sizes = np.count_nonzero(members >= 0, axis=1)
+    if complete:
+        assert (sizes == K).all()  # 47 = 9·5 + 2 and 2·20 + 7: the last set is completed to K
+    else:
+        assert (sizes[:-1] == K).all() or metric != "euclidean"
 
 
+def test_completion_matters_the_partial_last_set_can_be_a_single_word() -> None:
+    emb = make_embedding(n=41)  # 41 = 2·20 + 1: without completion the last word is alone
+    partial = CusText(emb, epsilon=1.0, K=20, complete_sets=False, cache_dir=False)
+    full = CusText(emb, epsilon=1.0, K=20, cache_dir=False)
+    last = int(partial.precompute()[-1][0])
+    assert partial.output_set(last) == [f"w{last}"] and partial.probabilities(last)[last] == 1.0  # never replaced
+    p = full.probabilities(last)
+    assert len(full.output_set(last)) == 20 and p[last] < 0.2
+    # the authors' placeholders (19 used words at 10⁹·𝟙) get u = 0, the word itself u = 1
+    np.testing.assert_allclose(p[last], np.exp(0.5) / (np.exp(0.5) + 19), rtol=1e-9)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "angular", "cosine"])
 @pytest.mark.parametrize("eps", [0.5, 4.0])
-def test_closed_form_and_dp_inside_every_set(eps: float) -> None:
+def test_closed_form_and_dp_inside_every_set(eps: float, metric: str) -> None:
     emb = make_embedding()
-    mech = CusText(emb, epsilon=eps, K=6, cache_dir=False)
-    sets = brute_sets(emb.vectors, 6)
+    K = 6
+    mech = CusText(emb, epsilon=eps, K=K, metric=metric, cache_dir=False)
+    sets = authors_sets(emb.vectors, K, metric)
     X = emb.vectors
     mean = X.astype(np.float64).mean(axis=0).astype(np.float32)
     P = {}
-    for s in sets:
-        for x in s:
-            P[x] = brute_probs(X[x], X, s, eps)
+    for mem, ph in sets:
+        for x in mem:
+            P[x] = authors_probs(X[x], X, mem, ph, eps, metric)
             np.testing.assert_allclose(mech.probabilities(x), P[x], rtol=1e-9, atol=1e-15)
-            assert sorted(mech.output_set(x)) == sorted(f"w{j}" for j in s)
-    nearest = int(np.argmin(np.linalg.norm(X.astype(np.float64) - mean, axis=1)))
-    unk_set = next(s for s in sets if nearest in s)
-    P[-1] = brute_probs(mean, X, unk_set, eps)
+            assert sorted(mech.output_set(x)) == sorted(f"w{j}" for j in mem + ph)
+    near = _scores(mean, X, metric).argmax()
+    unk_mem, unk_ph = next(s for s in sets if near in s[0])
+    P[-1] = authors_probs(mean, X, unk_mem, unk_ph, eps, metric)
     np.testing.assert_allclose(mech.probabilities(-1), P[-1], rtol=1e-9, atol=1e-15)
     rows = list(P)
     assert_metric_dp(mech.log_probability_rows(rows), distance_matrix(mech, rows), eps)  # ∞ across sets: no bound
@@ -90,19 +151,24 @@ def test_closed_form_and_dp_inside_every_set(eps: float) -> None:
             if np.isfinite(d):
                 m = (P[a] > 0) & (P[b] > 0)
                 worst = max(worst, float(np.max(np.log(P[a][m] / P[b][m]))))
-            else:  # different sets: disjoint supports
-                assert not np.any((P[a] > 0) & (P[b] > 0))
     assert worst > 0.5 * eps  # the bound is approached
     # control: scores without the 1/2 (exp(eps*u)) break the bound inside some set
     bad_excess = -np.inf
-    for s in sets:
-        Q = []
-        for x in s:
-            d = np.array([np.linalg.norm(X[x].astype(np.float64) - X[j]) for j in s])
-            u = (d.max() - d) / (d.max() - d.min())
-            Q.append(np.exp(eps * u) / np.exp(eps * u).sum())
-        bad_excess = max(bad_excess, metric_dp_excess(log_rows(Q), 1.0 - np.eye(len(s)), eps))  # d = 1 inside a set
+    for mem, ph in sets:
+        if len(mem) < 2:
+            continue
+        Q = [authors_probs(X[x], X, mem, ph, 2 * eps, metric) for x in mem]
+        bad_excess = max(bad_excess, metric_dp_excess(log_rows(Q), 1.0 - np.eye(len(mem)), eps))  # d = 1 inside a set
     assert bad_excess > np.log(1.01)
+
+
+def test_cosine_scores_differ_from_the_angle_on_the_same_sets() -> None:
+    emb = make_embedding()
+    cos = CusText(emb, epsilon=3.0, K=8, metric="cosine", cache_dir=False)
+    ang = CusText(emb, epsilon=3.0, K=8, metric="angular", cache_dir=False)
+    np.testing.assert_array_equal(cos.precompute(), ang.precompute())
+    gaps = [np.abs(cos.probabilities(w) - ang.probabilities(w)).max() for w in range(47)]
+    assert max(gaps) > 1e-3  # min-max of cos(θ) is not min-max of θ
 
 
 def test_sampler_is_exact_and_control_fails() -> None:
@@ -141,7 +207,16 @@ def test_interface_cache_registry_repr(tmp_path) -> None:
     assert m.privacy_loss_bound(0, 0) == 0.0
     text = m.privatize("w1 zzz", rng=0)
     assert "zzz" not in text
-    for kwargs, exc in [(dict(K=0), ValueError), (dict(K=2.0), TypeError), (dict(metric="manhattan"), ValueError), (dict(cache_dir=1), TypeError)]:
+    for kwargs, exc in [
+        (dict(K=0), ValueError),
+        (dict(K=2.0), TypeError),
+        (dict(metric="manhattan"), ValueError),
+        (dict(cache_dir=1), TypeError),
+        (dict(complete_sets="yes"), TypeError),
+        (dict(keep_stop_words=1), TypeError),
+        (dict(stop_words=["the"]), ValueError),
+        (dict(keep_stop_words=True, stop_words="the"), TypeError),
+    ]:
         with pytest.raises(exc):
             CusText(emb, epsilon=1.0, **kwargs)
 
@@ -150,9 +225,51 @@ def test_angular_metric() -> None:
     emb = make_embedding()
     m = CusText(emb, epsilon=2.0, K=4, metric="angular", cache_dir=False)
     members = m.precompute()
-    assert sorted(members[members >= 0].tolist()) == list(range(47))
+    assert np.unique(members[members >= 0]).tolist() == list(range(47))
     out = m.sample_ids(np.full(N_DRAWS, 7), rng=2)
     assert chi2_pvalue(out, m.probabilities(7)) > P_MIN
+
+
+def test_cosine_sampler_and_completed_set_are_exact() -> None:
+    emb = make_embedding(n=41)
+    m = CusText(emb, epsilon=2.0, K=20, metric="cosine", cache_dir=False)
+    last = int(m.precompute()[-1][0])
+    words = [0, last, -1]
+    out = m.sample_ids(np.repeat(words, N_DRAWS), rng=4).reshape(len(words), N_DRAWS)
+    for j, w in enumerate(words):
+        assert chi2_pvalue(out[j], m.probabilities(w)) > P_MIN, w
+    # control: the angle's scores on the same sets are rejected
+    assert chi2_pvalue(out[0], CusText(emb, epsilon=2.0, K=20, metric="angular", cache_dir=False).probabilities(0)) < 1e-6
+
+
+def test_custext_plus_keeps_stop_words_and_only_them() -> None:
+    words = ["the", "a", "of", "The", "cat", "dog", "sat", "mat", "rug", "hat", "bat", "ran"]
+    rng = np.random.default_rng(7)
+    emb = Embedding(words, rng.standard_normal((len(words), 4)).astype(np.float32))
+    plus = CusText(emb, epsilon=0.1, K=4, keep_stop_words=True, cache_dir=False)
+    base = CusText(emb, epsilon=0.1, K=4, cache_dir=False)
+    assert [emb.words[i] for i in plus.stop_word_ids] == ["the", "a", "of", "The"]  # cased vocabulary: Title forms too
+    ids = np.arange(len(words)).repeat(2000)
+    out_plus, out_base = plus.sample_ids(ids, rng=5), base.sample_ids(ids, rng=5)
+    stop = np.isin(ids, plus.stop_word_ids)
+    np.testing.assert_array_equal(out_plus[stop], ids[stop])  # kept verbatim
+    np.testing.assert_array_equal(out_plus[~stop], out_base[~stop])  # the others: the same draws as CusText
+    assert (out_base[stop] != ids[stop]).mean() > 0.5  # control: CusText replaces them at this epsilon
+    assert plus.probabilities("the")[0] == 1.0 and plus.output_set("of") == ["of"]
+    np.testing.assert_array_equal(plus.probabilities("cat"), base.probabilities("cat"))
+    assert plus.distance(np.array([0]), np.array([4]))[0] == np.inf and not plus.finite_metric
+    assert "stop words are released verbatim" in plus.guarantee.domain and "keep_stop_words=True" in repr(plus)
+    rows = list(range(len(words))) + [-1]
+    assert_metric_dp(plus.log_probability_rows(rows), distance_matrix(plus, rows), 0.1)
+    mine = CusText(emb, epsilon=0.1, K=4, keep_stop_words=True, stop_words=["cat"], cache_dir=False)
+    assert mine.stop_word_ids.tolist() == [4] and "stop_words" in mine.params
+    assert plus.privatize("the cat", rng=0).split()[0] == "the"
+
+
+def test_shipped_stop_word_list() -> None:
+    sw = english_stop_words()
+    assert len(sw) == 179 and len(set(sw)) == 179 and {"the", "i", "don", "t", "wouldn't"} <= set(sw)
+    assert all(w == w.lower() for w in sw)
 
 
 def test_cli_params(tmp_path) -> None:
@@ -169,3 +286,13 @@ def test_cli_params(tmp_path) -> None:
     res = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(out), "-m", "custext", "-e", "2", "--embedding", str(vec), "--param", "K=5", "--seed", "1"])
     assert res.exit_code == 0, res.output
     assert len(out.read_text().split()) == 3 and "qqq" not in out.read_text()
+    words = ["the", "cat", "sat", "mat", "rug", "hat"]
+    vec2 = tmp_path / "emb2.txt"
+    vec2.write_text("\n".join(w + " " + " ".join(f"{x:.6f}" for x in v) for w, v in zip(words, emb.vectors[:6])) + "\n")
+    src.write_text("the cat\n" * 50)
+    res = CliRunner().invoke(
+        cli, ["privatize", str(src), "-o", str(out), "-m", "custext", "-e", "0.1", "--embedding", str(vec2), "--param", "K=6", "--param", "metric=cosine", "--param", "keep_stop_words=true"]
+    )
+    assert res.exit_code == 0, res.output
+    first = [line.split()[0] for line in out.read_text().splitlines()]
+    assert first == ["the"] * 50  # CusText+: the stop word is kept

@@ -1,6 +1,8 @@
 """1-Diffractor: word lists against a brute-force chain, closed form against brute-force sums,
 the metric-DP inequality on all pairs (max over lists of position distance), exact sampling
-(chi-square, with a control that must fail) for geometric and TEM noise, one and two lists."""
+(chi-square, with a control that must fail) for geometric and TEM noise, one and several lists
+(metrics, embeddings, start words), log-space probabilities against exact decimal arithmetic,
+and the stop-word option."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def make_embedding(n: int = 30, dim: int = 4, seed: int = 3) -> Embedding:
     return Embedding([f"w{i}" for i in range(n)], rng.standard_normal((n, dim)).astype(np.float32))
 
 
-def brute_chain(X: np.ndarray, metric: str) -> list[int]:
+def brute_chain(X: np.ndarray, metric: str, start: int = 0) -> list[int]:
     X = X.astype(np.float64)
 
     def d(a, b):
@@ -33,7 +35,7 @@ def brute_chain(X: np.ndarray, metric: str) -> list[int]:
         u, v = X[a] / np.linalg.norm(X[a]), X[b] / np.linalg.norm(X[b])
         return 2 * math.atan2(np.linalg.norm(u - v), np.linalg.norm(u + v))
 
-    order, free = [0], set(range(1, len(X)))
+    order, free = [start], set(range(len(X))) - {start}
     while free:
         nxt = min(free, key=lambda j: (d(order[-1], j), j))
         order.append(nxt)
@@ -202,3 +204,179 @@ def test_cli_params(tmp_path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert len(out.read_text().split()) == 3 and "qqq" not in out.read_text()
+    res = CliRunner().invoke(
+        cli, ["privatize", str(src), "-o", str(out), "-m", "diffractor", "-e", "1", "--embedding", str(vec), "--param", 'starts=["w0","w9"]', "--param", "keep_stop_words=true", "--seed", "1"]
+    )
+    assert res.exit_code == 0, res.output
+
+
+# -- several lists: one per embedding, several start words; stop words ---------------------------------
+
+
+def _mixture(emb: Embedding, orders: list[list[int]], ref_points: list[np.ndarray], w: int, eps: float, noise: str, gamma: float) -> tuple[np.ndarray, list[int]]:
+    """Brute force: the uniform mixture over lists of the per-list position distributions; UNK at the
+    word nearest each list embedding's mean (Euclidean)."""
+    V = len(emb)
+    p = np.zeros(V)
+    pos = []
+    for order, X in zip(orders, ref_points):
+        if w == -1:
+            mean = X.astype(np.float64).mean(axis=0).astype(np.float32)
+            near = int(np.argmin(np.linalg.norm(X - mean, axis=1)))
+            i = order.index(near)
+        else:
+            i = order.index(w)
+        pos.append(i)
+        p[order] += brute_position_probs(i, V, eps, noise, gamma)
+    return p / len(orders), pos
+
+
+def _other_embedding(emb: Embedding, seed: int = 11) -> Embedding:
+    """A second model over the same words plus extra ones, in another order (as a different file would be)."""
+    rng = np.random.default_rng(seed)
+    words = emb.words[::-1] + ["extra1", "extra2"]
+    return Embedding(words, rng.standard_normal((len(words), 5)).astype(np.float32))
+
+
+@pytest.mark.parametrize("noise,eps", [("geometric", 0.7), ("tem", 1.5)])
+def test_one_list_per_embedding_closed_form_metric_dp_and_sampler(noise: str, eps: float) -> None:
+    emb = make_embedding()
+    other = _other_embedding(emb)
+    mech = Diffractor(emb, epsilon=eps, noise=noise, lists=[emb, other], cache_dir=False)
+    V = len(emb)
+    X2 = np.array([other.vector(w) for w in emb.words])  # the second model's vectors, in the vocabulary's order
+    orders = [brute_chain(emb.vectors, "euclidean"), brute_chain(X2, "euclidean")]
+    np.testing.assert_array_equal(mech.precompute(), np.array(orders))
+    rows = list(range(V)) + [-1]
+    P, POS = {}, {}
+    for w in rows:
+        P[w], POS[w] = _mixture(emb, orders, [emb.vectors, X2], w, eps, noise, mech.gamma)
+        np.testing.assert_allclose(mech.probabilities(w), P[w], rtol=1e-9, atol=1e-300)
+    D = distance_matrix(mech, rows)
+    want = np.array([[max(abs(x - y) for x, y in zip(POS[a], POS[b])) for b in rows] for a in rows])
+    np.testing.assert_array_equal(D, want)  # d = max over the lists
+    assert_metric_dp(mech.log_probability_rows(rows), D, eps)
+    # control: the distance of the first list alone is not a valid bound for the mixture
+    d_first = np.array([[abs(POS[a][0] - POS[b][0]) for b in rows] for a in rows], dtype=float)
+    assert metric_dp_excess(mech.log_probability_rows(rows), d_first, eps) > ATOL
+    words = [0, 13, -1]
+    out = mech.sample_ids(np.repeat(words, N_DRAWS), rng=21).reshape(len(words), N_DRAWS)
+    for j, w in enumerate(words):
+        assert chi2_pvalue(out[j], P[w]) > P_MIN, (noise, w)
+    # control: the first list alone does not fit the samples
+    alone = Diffractor(emb, epsilon=eps, noise=noise, cache_dir=False)
+    assert chi2_pvalue(out[1], alone.probabilities(13)) < 1e-6
+    assert "2 word list(s)" in mech.guarantee.metric and mech.params["lists"] == [emb.fingerprint, other.restrict(words=emb.words).fingerprint]
+
+
+def test_several_start_words_on_one_embedding() -> None:
+    emb = make_embedding()
+    eps = 1.0
+    mech = Diffractor(emb, epsilon=eps, starts=["w0", "w7", 19], cache_dir=False)
+    orders = [brute_chain(emb.vectors, "euclidean", s0) for s0 in (0, 7, 19)]
+    np.testing.assert_array_equal(mech.precompute(), np.array(orders))
+    rows = list(range(30)) + [-1]
+    P = {w: _mixture(emb, orders, [emb.vectors] * 3, w, eps, "geometric", mech.gamma)[0] for w in rows}
+    for w in rows:
+        np.testing.assert_allclose(mech.probabilities(w), P[w], rtol=1e-9, atol=1e-300)
+    assert_metric_dp(mech.log_probability_rows(rows), distance_matrix(mech, rows), eps)
+    out = mech.sample_ids(np.full(N_DRAWS, 5), rng=2)
+    assert chi2_pvalue(out, P[5]) > P_MIN
+    assert chi2_pvalue(out, Diffractor(emb, epsilon=eps, starts=["w0", "w7"], cache_dir=False).probabilities(5)) < 1e-6  # control
+    assert mech.params["starts"] == ["w0", "w7", "w19"] and "3 start words" in mech.guarantee.metric
+
+
+def _exact_log_mixture(pairs: list[tuple[int, int]], V: int, eps: float) -> float:
+    """log of (1/L)·Σ_l P_l[position i_l -> j_l] for the clamped two-sided geometric (the
+    specification's truncated geometric), over the lists' (i_l, j_l), in 60-digit decimal
+    arithmetic (no underflow)."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 60
+    a = (-Decimal(eps)).exp()
+    total = Decimal(0)
+    for i, j in pairs:
+        if j == 0:
+            total += a**i / (1 + a)
+        elif j == V - 1:
+            total += a ** (V - 1 - i) / (1 + a)
+        else:
+            total += (1 - a) / (1 + a) * a ** abs(j - i)
+    return float((total / len(pairs)).ln())
+
+
+def test_log_probabilities_of_several_lists_are_exact_where_probabilities_underflow() -> None:
+    emb = make_embedding()
+    eps = 100.0  # e^(-100·k) underflows float64 from k = 8 positions: log space only
+    mech = Diffractor(emb, epsilon=eps, starts=[0, 11], cache_dir=False)
+    order = mech.precompute()
+    V = len(emb)
+    pos = np.argsort(order, axis=1)  # pos[l, word]
+    for w in (0, 11, 22, -1):
+        got = mech.log_probabilities(w)
+        src = mech.positions(w)
+        want = np.array([_exact_log_mixture([(int(src[l]), int(pos[l, y])) for l in range(2)], V, eps) for y in range(V)])
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        assert (mech.probabilities(w) == 0).sum() > 0  # the probabilities underflow where the logs do not
+    # control: one list's log-probabilities differ from the mixture's
+    one = Diffractor(emb, epsilon=eps, cache_dir=False)
+    assert np.abs(one.log_probabilities(11) - mech.log_probabilities(11)).max() > 1.0
+
+
+def test_keep_stop_words() -> None:
+    words = ["the", "a", "of", "cat", "dog", "sat", "mat", "rug", "hat", "bat", "ran", "sun"]
+    rng = np.random.default_rng(2)
+    emb = Embedding(words, rng.standard_normal((len(words), 4)).astype(np.float32))
+    kept = Diffractor(emb, epsilon=0.2, keep_stop_words=True, cache_dir=False)
+    plain = Diffractor(emb, epsilon=0.2, cache_dir=False)
+    assert kept.stop_word_ids.tolist() == [0, 1, 2]
+    ids = np.arange(len(words)).repeat(3000)
+    a, b = kept.sample_ids(ids, rng=8), plain.sample_ids(ids, rng=8)
+    stop = ids < 3
+    np.testing.assert_array_equal(a[stop], ids[stop])  # stop words verbatim
+    np.testing.assert_array_equal(a[~stop], b[~stop])  # other words: the same draws as without the option
+    assert (b[stop] != ids[stop]).mean() > 0.5  # control: without the option they are replaced
+    assert kept.probabilities("of")[2] == 1.0
+    np.testing.assert_array_equal(kept.probabilities("cat"), plain.probabilities("cat"))
+    assert kept.distance(np.array([0]), np.array([5]))[0] == np.inf and not kept.finite_metric and plain.finite_metric
+    rows = list(range(len(words))) + [-1]
+    assert_metric_dp(kept.log_probability_rows(rows), distance_matrix(kept, rows), 0.2)
+    assert "stop words are released verbatim" in kept.guarantee.domain and kept.params["keep_stop_words"] is True
+    assert kept.privatize("the cat sat", rng=0).split()[0] == "the"
+
+
+def test_lists_and_starts_validation() -> None:
+    emb = make_embedding()
+    partial = Embedding(emb.words[:10], emb.vectors[:10])
+    with pytest.raises(ValueError, match="lacks 20 of the vocabulary"):
+        Diffractor(emb, epsilon=1.0, lists=[emb, partial], cache_dir=False)
+    for kwargs, exc in [
+        (dict(lists=[]), TypeError),
+        (dict(lists=emb), TypeError),
+        (dict(lists=["emb.txt"]), TypeError),
+        (dict(starts=[]), TypeError),
+        (dict(starts=[0, 0]), ValueError),
+        (dict(starts=30), ValueError),
+        (dict(starts=[1.5]), TypeError),
+        (dict(keep_stop_words="yes"), TypeError),
+        (dict(stop_words=["the"]), ValueError),
+    ]:
+        with pytest.raises(exc):
+            Diffractor(emb, epsilon=1.0, cache_dir=False, **kwargs)
+    with pytest.raises(KeyError):
+        Diffractor(emb, epsilon=1.0, starts="nope", cache_dir=False)
+
+
+def test_several_lists_cache_files_and_pickling(tmp_path) -> None:
+    import pickle
+
+    emb = make_embedding()
+    other = _other_embedding(emb)
+    m = Diffractor(emb, epsilon=1.0, lists=[emb, other], starts=[0, 4], cache_dir=tmp_path)
+    out = m.sample_ids(np.arange(30).repeat(10), rng=1)
+    assert len(m.cache_files) == 4 and len({p.name for p in m.cache_files}) == 4
+    again = Diffractor(emb, epsilon=1.0, lists=[emb, other], starts=[0, 4], cache_dir=tmp_path)
+    np.testing.assert_array_equal(again.precompute(), m.precompute())
+    clone = pickle.loads(pickle.dumps(m))
+    np.testing.assert_array_equal(clone.sample_ids(np.arange(30).repeat(10), rng=1), out)

@@ -23,9 +23,9 @@ PARAMS: dict[str, dict] = {
     "brr": {"n_bits": 8},
     "santext_plus": {"w": 0.6, "p": 0.3},
     "custext": {"K": 5},
-    "truncated_gumbel": {"k": 5},
+    "knn_tem": {"k": 5},
 }
-EXACT = ["brr", "custext", "diffractor", "santext", "santext_plus", "tem", "truncated_gumbel"]
+EXACT = ["brr", "custext", "diffractor", "knn_tem", "santext", "santext_plus", "tem"]
 N = 30
 #: The smallest normal float64: below it probabilities are denormal (or 0) and lose digits.
 TINY = float(np.finfo(np.float64).tiny)

@@ -15,7 +15,7 @@ EXACT = {
     "santext": {},
     "santext_plus": {"p": 1.0},
     "custext": {"K": 5},
-    "truncated_gumbel": {"k": 5},
+    "knn_tem": {"k": 5},
     "diffractor": {},
 }
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ngrams": ("deniable.cli.ngrams:ngrams", "Count, release with DP, and evaluate n-gram distributions."),
     "serve": ("deniable.cli.serve:serve", "Serve privatization over HTTP and the epsilon explorer page."),
     "evaluate": ("deniable.cli.evaluate:evaluate", "Utility and attacks (inversion, membership) of a mechanism on labelled data."),
+    "ledger": ("deniable.cli.ledger:ledger", "Totals of a release ledger (privatize --ledger) per dataset and per user key."),
 }
 
 

@@ -18,6 +18,7 @@ from ._io import atomic_output, input_size, progress
 from ._options import parse_params
 from ._spark import check_master, check_pyspark
 from ._targets import SurvivalTracker, build_targeted, summary_lines, target_options
+from .ledger import KEY_VARIABLE, LedgerRun
 
 _PIECE_CHARS = 1 << 20  # records longer than this are read and processed in pieces (bounded memory)
 SPARK_FORMATS = ("parquet", "csv", "jsonl", "txt")  # = deniable.spark.files.TABLE_FORMATS (literal: --help without importing it; a test checks)
@@ -88,6 +89,22 @@ def build_mechanism(
     return mech
 
 
+def _fit_corpus(mechanism, path: str | None):
+    """``mechanism`` fitted to the corpus file ``path`` (one text per line), or as is for None."""
+    if path is None:
+        return mechanism
+    if not callable(getattr(mechanism, "fit", None)):
+        raise click.BadParameter(f"{getattr(mechanism, 'name', mechanism)} has no fit step; --fit applies to santext_plus", param_hint="--fit")
+    try:
+        with open(path, encoding="utf-8") as lines:
+            mechanism.fit(lines)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=path) from None
+    except ValueError as exc:
+        raise click.UsageError(f"--fit {path}: {exc}") from None
+    return mechanism
+
+
 def _privatize(mechanism, texts: list[str], **kwargs: Any) -> list[str]:
     """``privatize_texts``; with the torch backend the text work runs in worker processes
     (same output for the same seed; :mod:`deniable.backends.text`)."""
@@ -99,7 +116,8 @@ def _privatize(mechanism, texts: list[str], **kwargs: Any) -> list[str]:
 
 
 def _process(
-    mechanism, path: str, out, fmt: str, column: str, oov: str, case: str, gen: np.random.Generator, stats: dict[str, int], bar, report: list | None
+    mechanism, path: str, out, fmt: str, column: str, oov: str, case: str, gen: np.random.Generator, stats: dict[str, int], bar, report: list | None,
+    ledger_counts=None,
 ) -> set[str]:
     """Privatize one input into ``out``, batch by batch (bounded memory: long records are
     processed in pieces, see :mod:`deniable.text.io`); returns the names of the other fields,
@@ -108,12 +126,14 @@ def _process(
     writer = RecordWriter(out, reader)
     shown = 0
     for batch in batch_records(iter(reader)):
-        counts: list[int] | None = [] if report is not None else None
+        counts: list[int] | None = [] if report is not None or ledger_counts is not None else None
         new = _privatize(mechanism, [r.text for r in batch], rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=counts)
         for rec, text in zip(batch, new):
             writer.write(rec, text)
         if report is not None:
             _add_counts(report, batch, counts)
+        if ledger_counts is not None:  # --ledger: words per record (and user keys), never the text
+            ledger_counts.add(reader, batch, counts)
         pos = reader.file_position
         bar.update(pos - shown)
         shown = pos
@@ -140,6 +160,7 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @target_options
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
+@click.option("--fit", "fit_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Corpus to fit the mechanism to (a text file, one text per line): santext_plus takes its sensitive words, the least frequent fraction w, from it. Not with --max-nw.")
 @click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz), or a BRR bundle for -m brr; default: the bundled GloVe 840B 300d.")
 @click.option("--limit", "--embedding-limit", "embedding_limit", type=click.IntRange(min=1), help="Use only the first N words of the embedding.")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed for reproducible experiments (default: fresh OS entropy).")
@@ -157,7 +178,11 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--release-id", "release_id", default=None, metavar="NAME", help="With --spark: the release identity mixed into every row's randomness; give each table privatized with one --seed its own, so rows with equal keys in two tables do not share noise.")
 @click.option("--content-keys", "content_keys", is_flag=True, help="With --spark: key each row by its text (unsafe; warns): identical texts get identical outputs, which shows they were equal. Not with --key.")
 @click.option("--output-format", "output_format", type=click.Choice(SPARK_FORMATS), default=None, help="With --spark: output format (default: the input's).")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, release_id, content_keys, output_format):
+@click.option("--ledger", "ledger_path", default=None, type=click.Path(dir_okay=False), metavar="PATH", help=f"Append one row per input to this release ledger (SQLite; created when missing) after the run: dataset, user keys, mechanism, epsilon, words per record, output; never text. User keys are stored as given, or as keyed hashes when ${KEY_VARIABLE} holds a secret. See docs/ledger.md and 'deniable ledger show'.")
+@click.option("--dataset", default=None, metavar="NAME", help="With --ledger: the dataset's name in the ledger (default: a hash of the input file's bytes; required for stdin).")
+@click.option("--max-total", "max_total", default=None, type=click.FloatRange(min=0, min_open=True), metavar="X", help="With --ledger: refuse (exit 1, no output written) a release that would take its dataset's or a user key's sum of epsilon past X. Needs -o FILE.")
+@click.option("--user-column", "user_column", default=None, metavar="COL", help="With --ledger: the jsonl field or csv column holding each record's user key; the ledger keeps totals per user key.")
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, release_id, content_keys, output_format, fit_path=None, ledger_path=None, dataset=None, max_total=None, user_column=None):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -183,10 +208,13 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     from ..errors import PrivacyWarning
 
     param_values = parse_params(params)
+    book = LedgerRun.from_options(ledger_path, dataset, max_total, user_column, inputs=inputs, output=output, column=column, fmt=fmt, spark=use_spark or master is not None)
+    if fit_path is not None and max_nw is not None:
+        raise click.BadParameter("--max-nw chooses epsilon for the unfitted mechanism; with --fit give -e", param_hint="--fit")
     if use_spark or master is not None:
         _check_spark_usage(inputs, output, master, secure, report, device, fmt)
         _check_spark_keys(seed, key, release_id, content_keys)
-        mech = build_targeted(build_mechanism, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress)
+        mech = _fit_corpus(build_targeted(build_mechanism, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress), fit_path)
         _privatize_spark(mech, inputs[0], output, master, fmt, output_format, column, key, seed, oov, case, release_id, content_keys)
         return
     for name, value in (("--key", key), ("--release-id", release_id), ("--content-keys", content_keys or None), ("--output-format", output_format)):
@@ -212,11 +240,13 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
 
     build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
-    mech = build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress)
+    mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress), fit_path)
     tracker = SurvivalTracker(mech) if report else None
     if secure and seed is not None:
         raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
     gen = as_generator("secure" if secure else seed)
+    if book is not None:
+        book.precheck(mech, inputs)  # a dataset already at its budget: refused before the run
     stats: dict[str, int] = {}
     docs: list | None = [] if report else None
     total = sum(s for s in (input_size(p) for p in inputs) if s) or None
@@ -225,14 +255,19 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         warnings.simplefilter("ignore", PrivacyWarning)  # reported once below, as one line
         for path, target in zip(inputs, targets):
             kind = fmt or ("txt" if path == "-" else detect_format(path))
+            counts = book.tally() if book is not None else None
             with atomic_output(target) as out:
-                others = _process(mech, path, out, kind, column, oov, case, gen, stats, bar, docs)
+                others = _process(mech, path, out, kind, column, oov, case, gen, stats, bar, docs, counts)
+                if book is not None:  # check and append before the output is committed: a refusal leaves none
+                    book.commit(mech, path, counts, target)
             if others:
                 click.echo(f"note: {path}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}", err=True)
     if oov == "keep" and stats.get("unknown"):
         click.echo(f"warning: --oov keep copied {stats['unknown']} out-of-vocabulary word(s) verbatim, without privacy", err=True)
     for line in summary_lines(mech, stats, oov):
         click.echo(line, err=True)
+    if book is not None:
+        book.report()  # the releases recorded in the ledger, one line each
     if docs is not None:
         _print_report(mech, docs, stats, oov)
     if tracker is not None:

@@ -2,27 +2,24 @@
 
 Meisenbacher, Chevli, Matthes. "1-Diffractor: Efficient and Utility-Preserving Text
 Obfuscation Leveraging Word-Level Metric Differential Privacy", IWSPA @ CODASPY 2024
-(arXiv:2405.01678): the embedding is turned into 1-D lists of words, a word becomes a position,
+(arXiv:2405.01678): each embedding is turned into a 1-D list of words, a word becomes a position,
 geometric (or TEM) noise moves the position, and the word at the new position is the output.
 
-Source note (checked again for issue 13; details in docs/mechanisms/diffractor.md): the paper's
-full text could not be read. The search index holds the arXiv HTML page (2405.01678v1) but
-returns only its opening (abstract, start of §1); summaries confirm index-based 1-D lists,
-geometric noise and an ε·d_V guarantee. The authors' package README (github.com/sjmeis/Diffractor,
-PyPI ``dp-diffractor``) adds: "1D sorted embedding spaces", "Truncated Geometric" and TEM
-mechanisms, TEM radius ``gamma`` = 5 positions by default, one list per embedding model, and stop
-words kept verbatim by default. So no section, algorithm or equation number can be cited. What
-we implement where the paper could not be read: the lists (a greedy nearest-neighbour chain),
-the uniform choice among several lists, and the boundary rule — clamping, i.e. the truncated
-geometric mechanism of Ghosh, Roughgarden & Sundararajan (STOC 2009), the standard meaning of
-"truncated geometric"; restricting to the list and renormalizing instead would not be
-ε·d-private (measured in the docs and in tests/mechanisms/test_diffractor.py). Every word is
-perturbed (no stop-word pass-through). The guarantee stated here is proved for this
+Source note (details in docs/mechanisms/diffractor.md): the paper's full text could not be read,
+so no section, algorithm or equation number is cited. The construction follows the authors'
+code (the ``dp-diffractor`` package and the earlier research script) as restated in our
+specification: one list per embedding model, built greedily from a start word by appending the
+nearest unlisted word; several lists, with the output chosen uniformly among the lists'
+candidates; the truncated geometric mechanism (clamping at the ends; Ghosh, Roughgarden &
+Sundararajan, STOC 2009) or TEM on positions; stop words optionally kept. Restricting the
+geometric noise to the list and renormalizing instead would not be ε·d-private (measured in the
+docs and in tests/mechanisms/test_diffractor.py). The guarantee stated here is derived for this
 implementation.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import warnings
@@ -38,6 +35,7 @@ from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..metrics import pairwise_distances
 from ..neighbors.neighborhoods import _progress, cache_directory, embedding_neighborhoods
+from ..text.stopwords import stop_word_ids
 from ._scan import FreeScanner
 from .base import EmbeddingMechanism, Guarantee
 from .tem import TEM_METRICS, theorem3_gamma
@@ -48,20 +46,26 @@ _FORMAT = 1
 NOISES = ("geometric", "tem")
 
 
-def greedy_word_list(embedding: Any, metric: str = "euclidean", *, k: int = 128, cache_dir: Any = None, progress: bool | None = False) -> np.ndarray:
-    """A 1-D order of the whole vocabulary: start at word 0 (the most frequent in GloVe-ordered
-    files), then repeatedly append the nearest word not yet listed (ties by id). Exact: the
-    cached k-nearest lists give the answer when they still hold an unlisted word within their
-    bound, otherwise the unlisted words are scanned. Returns the ids in list order (int64)."""
+def greedy_word_list(
+    embedding: Any, metric: str = "euclidean", *, start: int = 0, k: int = 128, cache_dir: Any = None, progress: bool | None = False
+) -> np.ndarray:
+    """A 1-D order of the whole vocabulary: start at word ``start`` (default 0, the most frequent
+    in GloVe-ordered files, as the authors' package starts at its file's first word), then
+    repeatedly append the nearest word not yet listed (ties by id). Exact: the cached k-nearest
+    lists give the answer when they still hold an unlisted word within their bound, otherwise the
+    unlisted words are scanned. Returns the ids in list order (int64)."""
     V = len(embedding)
+    start = check_int("start", start, minimum=0)
+    if start >= V:
+        raise ValueError(f"start must be a word id below {V}, got {start}")
     nb, _ = embedding_neighborhoods(embedding, kind="knn", k=k, metric=metric, cache_dir=cache_dir, progress=progress)
     bar = _progress(V, progress, f"1-Diffractor word list ({metric})")
     scanner = FreeScanner(embedding.vectors, metric)
     free = np.ones(V, dtype=bool)
     order = np.empty(V, dtype=np.int64)
-    cur = 0
-    free[0] = False
-    order[0] = 0
+    cur = start
+    free[start] = False
+    order[0] = start
     for n in range(1, V):
         s, e = nb.indptr[cur], nb.indptr[cur + 1]
         ids = nb.indices[s:e]
@@ -87,37 +91,43 @@ def greedy_word_list(embedding: Any, metric: str = "euclidean", *, k: int = 128,
 class Diffractor(EmbeddingMechanism):
     """1-Diffractor: noise on a word's position in 1-D word lists.
 
-    Pre-processing (public, ε-independent, cached on disk): for each metric in ``metrics`` one
-    list ordering the whole vocabulary, :func:`greedy_word_list` (a nearest-neighbour chain, so
-    neighbouring positions hold similar words). For an input w, a list l is chosen uniformly,
-    i = pos_l(w), and the output is the word at position j:
+    Pre-processing (public, ε-independent, cached on disk): one list per combination of a list
+    embedding (``lists``, default the mechanism's own embedding), a metric (``metrics``) and a
+    start word (``starts``), each ordering the whole vocabulary by :func:`greedy_word_list` (a
+    nearest-neighbour chain, so neighbouring positions hold similar words). For an input w, each
+    list l gives a candidate c_l = L_l[j_l] with j_l the noisy position of i_l = pos_l(w), and the
+    output is one candidate chosen uniformly (sampled as: a uniform list, then its noise — the
+    same distribution):
 
     * ``noise="geometric"``: j = clamp(i + K, 0, |W| − 1), K two-sided geometric,
       P[K = k] = (1 − α)/(1 + α)·α^|k| with α = e^(−ε) (the discrete Laplace mechanism; with the
       clamping, the truncated geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009);
     * ``noise="tem"``: P[j] ∝ exp(−(ε/2)·min(|j − i|, γ)) over all positions (TEM on the line;
-      γ from TEM's Theorem 3 with ``beta`` unless given).
+      γ from TEM's Theorem 3 with ``beta`` unless given; the authors' default is γ = 5).
 
     With geometric noise the first and last word of each list keep themselves with probability
     1/(1 + e^(−ε)) ≥ ½ at every ε (clamping; see docs/mechanisms/diffractor.md): a worst-case
-    N_w target below ½ needs ``noise="tem"``.
+    N_w target below ½ needs ``noise="tem"`` (or several lists with other ends).
 
     Both are sampled exactly and vectorized (:meth:`log_probabilities` is the closed form, in
     log space, and :meth:`probabilities` its exp).
 
     **Guarantee**: ε·d-privacy with d(w, w') = max_l |pos_l(w) − pos_l(w')|, the largest
     distance between the two words' positions over the lists, for all w, w' in the
-    vocabulary ∪ {UNK}. Per list, the geometric mechanism gives ratio ≤ α^(−|i−i'|) (clamping
-    is post-processing) and TEM gives exp(ε·|i − i'|) (TEM Theorem 2, positions form a metric);
-    a uniform mixture over lists is bounded by the largest per-list ratio. UNK (every
-    out-of-vocabulary word) takes, in each list, the position of the word nearest the vocabulary
-    mean vector (so it shares that word's outputs). Note the unit: one position, not an
-    embedding distance — ε here is not comparable with Madlib's ε.
+    vocabulary ∪ {UNK} (stop words excepted when kept). Per list, the geometric mechanism gives
+    ratio ≤ α^(−|i−i'|) (clamping is post-processing) and TEM gives exp(ε·|i − i'|) (TEM
+    Theorem 2, positions form a metric); the output is a uniform mixture over the lists (every
+    word is in every list), whose ratio is at most the largest per-list ratio. UNK (every
+    out-of-vocabulary word) takes, in each list, the position of the word nearest that list
+    embedding's mean vector (so it shares that word's outputs). With ``keep_stop_words`` stop
+    words are released verbatim with no guarantee (d = ∞ to every other word), as the authors'
+    package does by default. Note the unit: one position, not an embedding distance — ε here is
+    not comparable with Madlib's ε.
 
     Parameters
     ----------
     embedding
-        A :class:`~deniable.embeddings.Embedding`.
+        A :class:`~deniable.embeddings.Embedding`: the vocabulary (inputs and outputs).
     epsilon
         Privacy parameter ε > 0 (per list position).
     noise
@@ -125,6 +135,17 @@ class Diffractor(EmbeddingMechanism):
     metrics
         One list per metric (names TEM accepts), default ``("euclidean",)``; e.g.
         ``("euclidean", "angular")`` for two lists.
+    lists
+        Embeddings to build lists from, one list each (per metric and start word), default
+        ``(embedding,)``. Each must hold every vocabulary word (restrict them to one shared
+        vocabulary first, as the authors do); only those words' vectors are used.
+    starts
+        Start word(s) of the lists (words or ids), one list each; default word 0.
+    keep_stop_words
+        True: stop words are released unchanged (the authors' package default), outside the
+        guarantee. Default False: every word is perturbed.
+    stop_words
+        The stop words for ``keep_stop_words`` (default: the shipped English list).
     beta, gamma
         TEM truncation (``noise="tem"``): γ = (2/ε)·ln((1−β)(|W|−1)/β) unless ``gamma`` is given.
     k
@@ -134,9 +155,10 @@ class Diffractor(EmbeddingMechanism):
 
     References
     ----------
-    Meisenbacher, Chevli, Matthes 2024 (1-Diffractor; full text not available to us, see the
-    module note); Ghosh, Roughgarden, Sundararajan 2009 (truncated geometric mechanism); TEM
-    paper, Algorithm 2, Theorems 2–3.
+    Meisenbacher, Chevli, Matthes 2024 (1-Diffractor; the lists, the uniform choice among them
+    and the stop-word option as in the authors' code); Ghosh, Roughgarden, Sundararajan 2009
+    (truncated geometric mechanism); TEM paper, Algorithm 2, Theorems 2–3. Specification:
+    docs/mechanisms/diffractor.md.
     """
 
     name = "diffractor"
@@ -148,6 +170,10 @@ class Diffractor(EmbeddingMechanism):
         epsilon: float,
         noise: str = "geometric",
         metrics: Sequence[str] | str = ("euclidean",),
+        lists: Sequence[Any] | None = None,
+        starts: Sequence[str | int] | str | int = 0,
+        keep_stop_words: bool = False,
+        stop_words: Sequence[str] | None = None,
         beta: float = 0.001,
         gamma: float | None = None,
         k: int = 128,
@@ -167,6 +193,20 @@ class Diffractor(EmbeddingMechanism):
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"metrics has duplicates: {list(metrics)!r}")
         self.metrics = tuple(metrics)
+        self._lists_given = lists is not None
+        self.list_embeddings = self._check_lists(lists)
+        self.starts = self._check_starts(starts)
+        #: (list embedding, metric, start id) of each list, in list order
+        self.list_specs: list[tuple[Any, str, int]] = [(e, m, s0) for e in self.list_embeddings for m in self.metrics for s0 in self.starts]
+        if not isinstance(keep_stop_words, (bool, np.bool_)):
+            raise TypeError(f"keep_stop_words must be True or False, got {keep_stop_words!r}")
+        if stop_words is not None and not keep_stop_words:
+            raise ValueError("stop_words is used only with keep_stop_words=True; pass both")
+        self.keep_stop_words = bool(keep_stop_words)
+        self._stop_words_given = stop_words is not None
+        self._is_stop = np.zeros(self.n_words, dtype=bool)
+        if self.keep_stop_words:
+            self._is_stop[stop_word_ids(self.vocabulary, stop_words)] = True
         self.beta = check_unit_interval("beta", beta, open_low=True, open_high=True)
         if gamma is None:
             self.gamma = theorem3_gamma(self.epsilon, self.n_words, self.beta)
@@ -184,27 +224,71 @@ class Diffractor(EmbeddingMechanism):
         self._order: np.ndarray | None = None  # (L, V) word id at each position
         self._pos: np.ndarray | None = None  # (L, V + 1) position of each row (row V = UNK)
 
+    def _check_lists(self, lists: Sequence[Any] | None) -> list[Any]:
+        """The list embeddings, each restricted to the vocabulary's words in its order."""
+        from ..embeddings.embedding import Embedding
+
+        if lists is None:
+            return [self.embedding]
+        if isinstance(lists, (str, Embedding)) or not isinstance(lists, Sequence) or len(lists) == 0:
+            raise TypeError(f"lists must be a non-empty list of deniable.Embedding (one list each), got {type(lists).__name__}")
+        words = self.embedding.words
+        out = []
+        for n, e in enumerate(lists):
+            if not isinstance(e, Embedding):
+                raise TypeError(f"lists[{n}] must be a deniable.Embedding, got {type(e).__name__}")
+            if e is self.embedding or e.words == words:
+                out.append(e)
+                continue
+            missing = [w for w in words if w not in e]
+            if missing:
+                raise ValueError(
+                    f"lists[{n}] lacks {len(missing)} of the vocabulary's {len(words)} words (first: {missing[0]!r}); every list must order "
+                    "the whole vocabulary: restrict the embeddings to their shared words first (Embedding.restrict(words=...))"
+                )
+            out.append(e.restrict(words=words))
+        return out
+
+    def _check_starts(self, starts: Sequence[str | int] | str | int) -> tuple[int, ...]:
+        items = [starts] if isinstance(starts, (str, int, np.integer)) else starts
+        if not isinstance(items, Sequence) or len(items) == 0:
+            raise TypeError(f"starts must be a word, an id or a non-empty list of them, got {starts!r}")
+        ids = []
+        for s0 in items:
+            if isinstance(s0, str):
+                ids.append(self.vocabulary.id_of(s0))
+            elif isinstance(s0, (int, np.integer)) and not isinstance(s0, bool):
+                if not 0 <= int(s0) < self.n_words:
+                    raise ValueError(f"start id {s0} is outside the vocabulary [0, {self.n_words - 1}]")
+                ids.append(int(s0))
+            else:
+                raise TypeError(f"a start must be a word or an id, got {type(s0).__name__}")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"starts has duplicates: {list(items)!r}")
+        return tuple(ids)
+
     # -- pre-processing ----------------------------------------------------------------------
-    def _cache_path(self, metric: str) -> Path | None:
+    def _cache_path(self, emb: Any, metric: str, start: int = 0) -> Path | None:
         if self.cache_dir is False:
             return None
         folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)
-        return folder / f"diffractor-list-{self.embedding.fingerprint}-{metric}-v{_FORMAT}.npz"
+        tag = "" if start == 0 else f"-s{start}"
+        return folder / f"diffractor-list-{emb.fingerprint}-{metric}{tag}-v{_FORMAT}.npz"
 
-    def _load_or_build(self, metric: str, progress: bool | None = False) -> np.ndarray:
-        path = self._cache_path(metric)
+    def _load_or_build(self, emb: Any, metric: str, start: int, progress: bool | None = False) -> np.ndarray:
+        path = self._cache_path(emb, metric, start)
         V = self.n_words
         if path is not None and path.exists():
             try:
                 with np.load(path, allow_pickle=False) as z:
                     order = z["order"]
-                if order.shape != (V,) or not np.array_equal(np.sort(order), np.arange(V)):
-                    raise ValueError("not a permutation of the vocabulary")
+                if order.shape != (V,) or not np.array_equal(np.sort(order), np.arange(V)) or order[0] != start:
+                    raise ValueError("not a permutation of the vocabulary from the start word")
                 self.cache_files.append(path)
                 return order.astype(np.int64)
             except (OSError, ValueError, KeyError) as exc:
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=3)
-        order = greedy_word_list(self.embedding, metric, k=self.k, cache_dir=self.cache_dir, progress=progress)
+        order = greedy_word_list(emb, metric, start=start, k=self.k, cache_dir=self.cache_dir, progress=progress)
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -219,17 +303,17 @@ class Diffractor(EmbeddingMechanism):
         """Load or build (and cache) the word lists; returns ``order`` of shape ``(L, |W|)``."""
         if self._order is None or rebuild:
             if rebuild:
-                for m in self.metrics:
-                    p = self._cache_path(m)
+                for e, m, s0 in self.list_specs:
+                    p = self._cache_path(e, m, s0)
                     if p is not None and p.exists():
                         p.unlink()
             self.cache_files = []
             V = self.n_words
-            order = np.stack([self._load_or_build(m, progress) for m in self.metrics])
-            pos = np.empty((len(self.metrics), V + 1), dtype=np.int64)
-            for l, m in enumerate(self.metrics):
+            order = np.stack([self._load_or_build(e, m, s0, progress) for e, m, s0 in self.list_specs])
+            pos = np.empty((len(self.list_specs), V + 1), dtype=np.int64)
+            for l, (e, m, _) in enumerate(self.list_specs):
                 pos[l, order[l]] = np.arange(V)
-                nearest = int(np.argmin(pairwise_distances(self.embedding.mean[None, :], self.embedding.vectors, m)[0]))
+                nearest = int(np.argmin(pairwise_distances(e.mean[None, :], e.vectors, m)[0]))
                 pos[l, V] = pos[l, nearest]
             self._order, self._pos = order, pos
         return self._order
@@ -291,7 +375,25 @@ class Diffractor(EmbeddingMechanism):
                 part[:, order[l]] = self._position_log_probabilities(self._pos[l, r])  # type: ignore[index]
                 acc = np.logaddexp(acc, part) if L > 1 else part
             out[s : s + r.size] = acc - math.log(L) if L > 1 else acc
+        kept = np.flatnonzero(self._kept(ids))
+        if kept.size:
+            out[kept] = -np.inf
+            out[kept, ids[kept]] = 0.0
         return out
+
+    def _kept(self, ids: np.ndarray) -> np.ndarray:
+        """Mask of ``ids`` (UNK_ID allowed) released unchanged (stop words with ``keep_stop_words``)."""
+        return (ids != UNK_ID) & self._is_stop[np.maximum(ids, 0)]
+
+    @property
+    def stop_word_ids(self) -> np.ndarray:
+        """Ids of the vocabulary words released unchanged (empty unless ``keep_stop_words``)."""
+        return np.flatnonzero(self._is_stop)
+
+    @property
+    def finite_metric(self) -> bool:
+        """False when stop words are kept (d = ∞ between a kept stop word and any other word)."""
+        return not bool(self._is_stop.any())
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
         """log P[M(w) = y] over the vocabulary (closed form, no underflow; the one-row case of
@@ -305,23 +407,48 @@ class Diffractor(EmbeddingMechanism):
         return np.exp(self.log_probabilities(word_or_id))
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        """max over lists of |pos_l(a) − pos_l(b)| (UNK: the position of the word nearest the mean)."""
+        """max over lists of |pos_l(a) − pos_l(b)| (UNK: the position of the word nearest the mean);
+        ∞ between a kept stop word and any other word."""
         self.precompute()
-        pa = self._pos[:, self._rows(np.asarray(ids_a, dtype=np.int64))]  # type: ignore[index]
-        pb = self._pos[:, self._rows(np.asarray(ids_b, dtype=np.int64))]  # type: ignore[index]
-        return np.abs(pa - pb).max(axis=0).astype(np.float64)
+        a = np.asarray(ids_a, dtype=np.int64)
+        b = np.asarray(ids_b, dtype=np.int64)
+        pa = self._pos[:, self._rows(a)]  # type: ignore[index]
+        pb = self._pos[:, self._rows(b)]  # type: ignore[index]
+        d = np.abs(pa - pb).max(axis=0).astype(np.float64)
+        if self.keep_stop_words:
+            d = np.where((self._kept(a) | self._kept(b)) & (a != b), np.inf, d)
+        return d
 
     @property
     def guarantee(self) -> Guarantee:
         lists = ", ".join(self.metrics)
+        if self._lists_given:
+            lists += f" on {len(self.list_embeddings)} embedding(s)"
+        if len(self.starts) > 1:
+            lists += f" from {len(self.starts)} start words"
+        domain = f"the {self.n_words} vocabulary words and UNK (at the position of the word nearest the vocabulary mean vector)"
+        if self.keep_stop_words:
+            n = int(self._is_stop.sum())
+            domain = (
+                f"the {self.n_words - n} vocabulary words that are not stop words and UNK (at the position of the word nearest the vocabulary "
+                f"mean vector); the {n} stop words are released verbatim with no guarantee"
+            )
         return Guarantee(
             self.epsilon,
-            f"max over {len(self.metrics)} word list(s) of |position(w) - position(w')| (greedy nearest-neighbour chains by {lists})",
-            f"the {self.n_words} vocabulary words and UNK (at the position of the word nearest the vocabulary mean vector)",
+            f"max over {len(self.list_specs)} word list(s) of |position(w) - position(w')| (greedy nearest-neighbour chains by {lists})",
+            domain,
         )
 
     def _params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"noise": self.noise, "metrics": list(self.metrics)}
+        if self._lists_given:
+            p["lists"] = [e.fingerprint for e in self.list_embeddings]
+        if self.starts != (0,):
+            p["starts"] = [self.embedding.words[i] for i in self.starts]
+        if self.keep_stop_words:
+            p["keep_stop_words"] = True
+            if self._stop_words_given:
+                p["stop_words"] = f"{int(self._is_stop.sum())} given words [{hashlib.sha256(np.packbits(self._is_stop).tobytes()).hexdigest()[:12]}]"
         if self.noise == "tem":
             p["gamma"] = round(self.gamma, 6)
             if not self._gamma_given:
@@ -343,7 +470,10 @@ class Diffractor(EmbeddingMechanism):
             j = np.clip(i + k, 0, V - 1)
         else:
             j = self._sample_tem_positions(i, V, rng)
-        return order[lst, j]
+        out = order[lst, j]
+        if self.keep_stop_words:  # drawn for every token, so the other tokens' draws do not depend on the option
+            out = np.where(self._kept(ids), ids, out)
+        return out
 
     def _sample_tem_positions(self, i: np.ndarray, V: int, rng: np.random.Generator) -> np.ndarray:
         """Exact draws of j ∈ [0, V) with P ∝ r^min(|j−i|, γ), r = e^(−ε/2), vectorized."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from .base import Mechanism
 
-__all__ = ["get_mechanism", "register_mechanism", "available_mechanisms", "mechanism_class"]
+__all__ = ["get_mechanism", "register_mechanism", "available_mechanisms", "mechanism_class", "mechanism_parameters"]
 
 # Extension points filled by layers above this one (docs/architecture.md): the package root
 # connects calibration.targets.mechanism_for_target (ε from a privacy target) and the torch
@@ -40,8 +41,12 @@ _REGISTRY: dict[str, Any] = {
     "custext": "deniable.mechanisms.custext:CusText",
     "vickrey": "deniable.mechanisms.vickrey:Vickrey",
     "diffractor": "deniable.mechanisms.diffractor:Diffractor",
-    "truncated_gumbel": "deniable.mechanisms.truncated_gumbel:TruncatedGumbel",
+    "knn_tem": "deniable.mechanisms.knn_tem:KnnTEM",
+    "truncated_gumbel": "deniable.mechanisms.truncated_gumbel:TruncatedGumbel",  # deprecated alias of knn_tem
 }
+#: Deprecated names (still built, with a DeprecationWarning from their class) -> the current name;
+#: not listed by :func:`available_mechanisms`.
+_DEPRECATED: dict[str, str] = {"truncated_gumbel": "knn_tem"}
 
 
 def register_mechanism(name: str, cls: type[Mechanism] | str, *, replace: bool = False) -> None:
@@ -51,11 +56,12 @@ def register_mechanism(name: str, cls: type[Mechanism] | str, *, replace: bool =
     if name in _REGISTRY and not replace:
         raise ValueError(f"a mechanism named {name!r} is already registered; pass replace=True to override it")
     _REGISTRY[name] = cls
+    _DEPRECATED.pop(name, None)
 
 
 def available_mechanisms() -> list[str]:
-    """Names accepted by :func:`get_mechanism`."""
-    return sorted(_REGISTRY)
+    """Names accepted by :func:`get_mechanism` (deprecated aliases, still accepted, are not listed)."""
+    return sorted(n for n in _REGISTRY if n not in _DEPRECATED)
 
 
 def mechanism_class(name: str) -> type[Mechanism]:
@@ -65,6 +71,21 @@ def mechanism_class(name: str) -> type[Mechanism]:
     if name not in _REGISTRY:
         raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(available_mechanisms())}")
     return _resolve(name)
+
+
+def mechanism_parameters(name: str) -> dict[str, inspect.Parameter]:
+    """The constructor parameters of the mechanism registered under ``name``, in order and
+    without ``self``: the vocabulary it works on, ``epsilon``, then its own parameters, each an
+    :class:`inspect.Parameter` with its ``default`` (``Parameter.empty`` when required) and its
+    ``annotation`` (as written in the source, often a string). A constructor that only forwards
+    ``*args, **kwargs`` (an alias subclass) is read from the nearest base class that names its
+    parameters. Raises ``ValueError`` for an unknown name, like :func:`mechanism_class`."""
+    for klass in mechanism_class(name).__mro__:
+        if "__init__" in vars(klass):
+            params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]
+            if any(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+                return {p.name: p for p in params}
+    return {}
 
 
 def _resolve(name: str) -> type[Mechanism]:

@@ -1,23 +1,22 @@
 """SanText and SanText+: exponential-mechanism word sanitization.
 
 Yue, Du, Wang, Li, Sun, Chow. "Differential Privacy for Text Analytics via Natural Text
-Sanitization", Findings of ACL-IJCNLP 2021, pp. 3853–3866 (arXiv:2106.01221) — the SanText
-and SanText+ mechanisms, with the utility-optimized notion UMLDP.
+Sanitization", Findings of ACL-IJCNLP 2021, pp. 3853–3866 (arXiv:2106.01221).
 
-Source note (checked again for issue 13; details in docs/mechanisms/santext.md): the paper's full
-text could not be found — abstract pages only — so no section, algorithm or equation number can be
-cited. The authors' README (github.com/xiangyue9607/SanText) confirms the two mechanisms and the
-SanText+ parameters ``p`` (0.3 in its example) and the sensitive-word percentage (0.9), which are
-our defaults for ``p`` and ``w``. The ε/2 in the exponent, SanText+'s replacement set V_S and
-the wording of the paper's UMLDP theorem are unchecked. Every guarantee stated here is proved for
-*this* implementation, in the docstrings, independently of the paper's theorems.
+Source note (details in docs/mechanisms/santext.md): the paper's full text could not be read, so
+no section, algorithm or equation number is cited. The sampling rule, the sensitive set (the
+least frequent words of the task corpus, ⌊w·n⌋ + 1 of them) and the parameters follow the authors'
+reference code (github.com/xiangyue9607/SanText) as restated in our specification; the
+wording of the paper's theorem is unknown. Every guarantee stated here is derived for *this*
+implementation, in the docstrings.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +85,9 @@ class SanText(EmbeddingMechanism):
 
     References
     ----------
-    Yue et al. 2021, "SanText" (sampling probability ∝ exp(−½·ε·d_euc) as we know it; full text
-    not available to us, see the module note).
+    Yue et al. 2021, "SanText" (sampling probability ∝ exp(−½·ε·d_euc), as in the authors'
+    reference code; the authors replace an out-of-vocabulary token by a uniform corpus word, we by
+    the exponential mechanism from UNK). Specification: docs/mechanisms/santext.md.
     """
 
     name = "santext"
@@ -198,57 +198,72 @@ class SanText(EmbeddingMechanism):
 
 
 class SanTextPlus(SanText):
-    """SanText+: only sensitive words are always replaced, replacements are sensitive words.
+    """SanText+: the rarest words of your corpus are always replaced, replacements are rare words.
 
-    The vocabulary is split by frequency: the fraction ``w`` of least frequent words is the
-    sensitive set V_S, the rest V_N (``sensitive=`` gives V_S explicitly). For an input x:
+    **The sensitive set comes from a corpus** (Yue et al.; the authors' code ranks the words of
+    the task corpus by frequency): :meth:`fit` counts the words of ``texts`` with the library's
+    tokenizer and vocabulary lookup, ranks the distinct words (also those not in the vocabulary)
+    most frequent first (ties: first occurrence first), and the last ⌊w·n⌋ + 1 of the n distinct
+    words — the fraction ``w`` least frequent, one more as in the authors' code — are sensitive;
+    those in the vocabulary form V_S. The other corpus words of the vocabulary are non-sensitive
+    (V_N). Vocabulary words absent from the corpus (rarer than any corpus word) and UNK are
+    always replaced, like sensitive words, but are not replacements. For an input x:
 
-    * x ∈ V_S or UNK: replaced by y ∈ V_S with probability ∝ exp(−(ε/2)·d(x, y));
-    * x ∈ V_N: with probability p replaced the same way (by a word of V_S), otherwise (1 − p)
-      kept unchanged.
+    * x ∈ V_N: kept unchanged with probability 1 − p, otherwise replaced;
+    * any other x (V_S, absent from the corpus, UNK): always replaced;
+    * a replacement is y ∈ V_S with probability E_x(y) = exp(−(ε/2)·d(x, y)) / Σ_{z∈V_S} exp(−(ε/2)·d(x, z)).
 
-    So P[M(x)=y] = [x∈V_S∪UNK]·E_x(y) + [x∈V_N]·(p·E_x(y) + (1−p)·[y=x]), E_x the exponential
-    mechanism over V_S. Frequency order: the embedding's order (GloVe and word2vec files list
-    words most frequent first), unless ``sensitive`` is given.
+    So P[M(x)=y] = E_x(y)·(p if x ∈ V_N else 1) for y ∈ V_S, and P[M(x)=x] = 1 − p for x ∈ V_N.
+    ``sensitive=[...]`` gives V_S explicitly instead (every other word is then non-sensitive).
 
-    Why replacements come from V_S: the paper's utility-optimized notion (UMLDP) lets an output
-    in the unprotected set V_N have a single preimage (the kept word itself); a sensitive word
-    mapped into V_N would break that. This is our reading of the paper's SanText+ definition.
+    **Before fit** (and without ``sensitive``) every word is sensitive: the mechanism then equals
+    :class:`SanText` (same distribution, same samples for a seed), so
+    ``get_mechanism("santext_plus", epsilon=...)`` is usable and protects every word. The
+    embedding's word order is never used as a frequency order.
 
-    **Guarantee** (proved for this implementation): for all x, x' ∈ V_S ∪ {UNK} and every y,
-    P[M(x)=y] ≤ exp(ε·d(x, x'))·P[M(x')=y] — ε·d-privacy over the sensitive words and UNK.
-    Non-sensitive words get **no** metric-DP guarantee when p < 1: they are released verbatim with
-    probability 1 − p (an output in V_N reveals its input), and for x ∈ V_S, x' ∈ V_N the ratio
-    on sensitive outputs is bounded only by exp(ε·d(x, x'))/p (tested; it exceeds exp(ε·d) on a
-    small space). :meth:`distance` is therefore
-    ∞ between a non-sensitive word and any other word. With ``p = 1`` every word is replaced
-    and the ε·d guarantee covers the whole vocabulary ∪ {UNK}.
+    **Guarantee** (Yue et al.'s utility-optimized notion, as derived in docs/mechanisms/santext.md;
+    proved for this implementation). Outputs in V_S are protected, outputs in V_N are not:
+
+    * for x, x' both always replaced (V_S, absent words, UNK), every output y:
+      P[M(x)=y] ≤ exp(ε·d(x, x'))·P[M(x')=y] (the exponential mechanism over V_S);
+    * for x, x' ∈ V_N and y ∈ V_S: the same bound (the factor p cancels);
+    * for x always replaced and x' ∈ V_N, y ∈ V_S: the ratio is bounded only by
+      exp(ε·d(x, x'))/p, i.e. a budget of ε·d(x, x') + ln(1/p) (the cross term);
+    * a non-sensitive word gets **no** indistinguishability: with probability 1 − p its output is
+      itself, an output in V_N has that single preimage. :meth:`distance` is ∞ between a
+      non-sensitive word and any other word (so ``privacy_loss_bound`` says so).
+
+    With ``p = 1`` (or every word sensitive) every word is replaced and the ε·d guarantee covers
+    the whole vocabulary ∪ {UNK}.
 
     Parameters
     ----------
     embedding, epsilon, metric, k, cache_dir
         As for :class:`SanText`.
     w
-        Fraction of the vocabulary, least frequent first, that is sensitive (paper default 0.9).
+        Fraction of the corpus's distinct words, least frequent first, that is sensitive (default
+        0.9, the authors' README example; their command-line default is 0.5). Used by :meth:`fit`.
     p
-        Probability that a non-sensitive word is replaced (paper default 0.3).
+        Probability that a non-sensitive word is replaced (default 0.3, the README example; the
+        command-line default is 0.2).
     sensitive
-        Explicit sensitive words (overrides ``w``); unknown words raise ``KeyError``.
+        Explicit sensitive words V_S (then :meth:`fit` is refused); unknown words raise ``KeyError``.
 
     References
     ----------
-    Yue et al. 2021, "SanText+" (w, p; UMLDP, the utility-optimized MLDP notion; full text not
-    available to us, see the module note).
+    Yue, Du, Wang, Li, Sun, Chow 2021, SanText+ (w, p; the sensitive set from corpus frequency
+    as in the authors' reference code). Specification: docs/mechanisms/santext.md.
     """
 
     name = "santext_plus"
+
     @property
     def finite_metric(self) -> bool:
         """False when some words are non-sensitive and p < 1: d is ∞ between them and any other."""
-        return self.p >= 1 or bool(np.all(self.is_sensitive))
+        return self.p >= 1 or not bool(self.is_non_sensitive.any())
 
     def metric_space(self) -> MetricSpace | None:
-        """The base metric space when d is finite (p = 1), else None (∞ for non-sensitive words)."""
+        """The base metric space when d is finite, else None (∞ for non-sensitive words)."""
         return super().metric_space() if self.finite_metric else None
 
     def __init__(
@@ -267,12 +282,10 @@ class SanTextPlus(SanText):
         self.w = check_unit_interval("w", w)
         self.p = check_unit_interval("p", p)
         V = self.n_words
+        self.fit_summary: dict[str, int] | None = None
         if sensitive is None:
-            n_s = int(round(self.w * V))
-            if n_s < 1:
-                raise ValueError(f"w={w!r} makes no word of the {V}-word vocabulary sensitive; use a larger w (SanText+ needs at least one replacement word)")
-            ids = np.arange(V - n_s, V)
             self._sensitive_given = False
+            self._set_sets(np.arange(V, dtype=np.int64), np.zeros(V, dtype=bool))
         else:
             if isinstance(sensitive, str) or not isinstance(sensitive, Sequence):
                 raise TypeError(f"sensitive must be a list of words, got {type(sensitive).__name__}")
@@ -280,14 +293,112 @@ class SanTextPlus(SanText):
             if ids.size == 0:
                 raise ValueError("sensitive is empty; SanText+ needs at least one sensitive (replacement) word")
             self._sensitive_given = True
-        self._targets = ids
-        self.is_sensitive = np.zeros(V, dtype=bool)
-        self.is_sensitive[ids] = True
+            open_ = np.ones(V, dtype=bool)
+            open_[ids] = False
+            self._set_sets(ids, open_)
 
+    def _set_sets(self, targets: np.ndarray, non_sensitive: np.ndarray) -> None:
+        """Install V_S (``targets``, sorted ids) and the mask of V_N; drops derived tables."""
+        self._targets = np.ascontiguousarray(targets, dtype=np.int64)
+        self.is_sensitive = np.zeros(self.n_words, dtype=bool)
+        self.is_sensitive[self._targets] = True
+        self.is_non_sensitive = np.asarray(non_sensitive, dtype=bool)
+        self._nb = None
+        self._sampler = None
+        self.cache_file = None
+
+    # -- the sensitive set from a corpus -------------------------------------------------------
+    @property
+    def fitted(self) -> bool:
+        """Whether the sensitive set comes from :meth:`fit`."""
+        return self.fit_summary is not None
+
+    def fit(self, texts: Iterable[str]) -> SanTextPlus:
+        """Choose the sensitive set from the word frequencies of ``texts``; returns ``self``.
+
+        ``texts``: an iterable of strings (e.g. the lines of a file), read once. Words are found
+        and looked up as :meth:`privatize` does (NFC, lower-cased for an uncased vocabulary). The
+        distinct words (in the vocabulary or not) are ranked by count, most frequent first, ties
+        by first occurrence; the last ⌊w·n⌋ + 1 of the n distinct words are sensitive, and those
+        of the vocabulary form V_S; the vocabulary's other corpus words are non-sensitive;
+        vocabulary words absent from the corpus are always replaced. Fitting again replaces the
+        sets. The sets derive from the corpus: they travel with the mechanism (pickling) and say
+        which words are rare in it, so treat a fitted mechanism like the corpus's word counts.
+
+        Raises ``ValueError`` when ``sensitive=`` was given, the corpus has no word, or no
+        sensitive corpus word is in the vocabulary (then no replacement exists; raise ``w``)."""
+        from ..text.tokenize import lookup_key, words_of
+
+        if self._sensitive_given:
+            raise ValueError("this SanTextPlus was built with sensitive=[...]; fit() would replace that set. Build it without sensitive= to fit a corpus")
+        if isinstance(texts, (str, bytes, bytearray)):
+            raise TypeError("texts must be an iterable of strings (e.g. a list or a file's lines), not a single string; wrap one text as [text]")
+        uncased = self.vocabulary.uncased
+        counts: dict[str, int] = {}
+        n_texts = n_tokens = 0
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"texts must be strings, got {type(t).__name__}")
+            n_texts += 1
+            for word in words_of(t):
+                key = lookup_key(word, lower=uncased)
+                counts[key] = counts.get(key, 0) + 1
+                n_tokens += 1
+        if not counts:
+            raise ValueError(f"the corpus has no word ({n_texts} texts); SanText+ ranks the corpus's words by frequency")
+        ranked = sorted(counts, key=counts.__getitem__, reverse=True)  # stable: ties keep first occurrence
+        n = len(ranked)
+        n_s = min(n, math.floor(self.w * n) + 1)
+        ids = self.vocabulary.ids_of(ranked)
+        sens = ids[n - n_s :]
+        sens = np.unique(sens[sens >= 0])
+        if sens.size == 0:
+            raise ValueError(
+                f"none of the {n_s} least frequent of the corpus's {n} distinct words is in the vocabulary, so SanText+ has no replacement word; use a larger w"
+            )
+        rest = ids[: n - n_s]
+        non_sensitive = np.zeros(self.n_words, dtype=bool)
+        non_sensitive[rest[rest >= 0]] = True
+        self._set_sets(sens, non_sensitive)
+        in_vocab = int(np.count_nonzero(ids >= 0))
+        self.fit_summary = {
+            "texts": n_texts, "tokens": n_tokens, "distinct_words": n, "ranked_sensitive": n_s,
+            "sensitive": int(sens.size), "non_sensitive": int(non_sensitive.sum()), "absent": self.n_words - in_vocab,
+        }
+        return self
+
+    def _sets_digest(self) -> str:
+        h = hashlib.sha256(self._targets.tobytes())
+        h.update(np.packbits(self.is_non_sensitive).tobytes())
+        return h.hexdigest()[:12]
+
+    def __reduce__(self) -> Any:
+        fn, args, state = super().__reduce__()
+        if self.fitted:
+            state = dict(state or {})
+            state["_fitted_sets"] = (self._targets, np.flatnonzero(self.is_non_sensitive), dict(self.fit_summary or {}))
+        return fn, args, state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        sets = state.pop("_fitted_sets", None)
+        self.__dict__.update(state)
+        if sets is not None:
+            targets, open_ids, summary = sets
+            mask = np.zeros(self.n_words, dtype=bool)
+            mask[np.asarray(open_ids, dtype=np.int64)] = True
+            self._set_sets(np.asarray(targets, dtype=np.int64), mask)
+            self.fit_summary = dict(summary)
+
+    # -- the distribution ------------------------------------------------------------------------
     @property
     def target_ids(self) -> np.ndarray:
         """Vocabulary ids of the sensitive words V_S (the possible replacements)."""
         return self._targets
+
+    def _always_replaced(self, ids: np.ndarray) -> np.ndarray:
+        """Mask of ``ids`` (UNK_ID allowed) that are replaced with probability 1."""
+        return (ids == UNK_ID) | ~self.is_non_sensitive[np.maximum(ids, 0)]
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
         """log P[M(x) = y] for every vocabulary word y (−inf where impossible): the one-row case
@@ -299,11 +410,11 @@ class SanTextPlus(SanText):
         with one distance computation per ``block`` rows."""
         ids, em = self._em_log_probability_rows(ids, block)
         out = np.full((ids.size, self.n_words), -np.inf)
-        sensitive = (ids == UNK_ID) | self.is_sensitive[np.maximum(ids, 0)]
-        shift = np.where(sensitive, 0.0, math.log(self.p) if self.p > 0 else -np.inf)
+        replaced = self._always_replaced(ids)
+        shift = np.where(replaced, 0.0, math.log(self.p) if self.p > 0 else -np.inf)
         out[:, self._targets] = em + shift[:, None]
         if self.p < 1:
-            r = np.flatnonzero(~sensitive)
+            r = np.flatnonzero(~replaced)
             out[r, ids[r]] = np.logaddexp(out[r, ids[r]], math.log1p(-self.p))
         return out
 
@@ -312,38 +423,52 @@ class SanTextPlus(SanText):
         return p / p.sum()
 
     def _self_from_em(self, ids: np.ndarray, em: np.ndarray) -> np.ndarray:
-        # a sensitive word is always replaced (by the mechanism over V_S, itself included); a
-        # non-sensitive one is kept with probability 1 − p and is never a replacement
-        keep = np.where(self.is_sensitive[ids], 0.0, 1.0 - self.p)[:, None]
-        return np.where(self.is_sensitive[ids][:, None], em, keep)
+        # a word that is always replaced comes back only as its own replacement (0 unless it is
+        # in V_S); a non-sensitive one is kept with probability 1 − p and is never a replacement
+        open_ = self.is_non_sensitive[ids][:, None]
+        return np.where(open_, 1.0 - self.p, em)
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        """Euclidean (or ``metric``) distance between sensitive words / UNK; ∞ when one of two
+        """The metric between words that are always replaced (and UNK); ∞ when one of two
         different words is non-sensitive and p < 1 (no metric-DP for them, see the class doc)."""
         a = np.asarray(ids_a, dtype=np.int64)
         b = np.asarray(ids_b, dtype=np.int64)
         d = super().distance(a, b)
         if self.p < 1:
-            open_a = (a != UNK_ID) & ~self.is_sensitive[np.maximum(a, 0)]
-            open_b = (b != UNK_ID) & ~self.is_sensitive[np.maximum(b, 0)]
-            d = np.where((open_a | open_b) & (a != b), np.inf, d)
+            open_ = ~self._always_replaced(a) | ~self._always_replaced(b)
+            d = np.where(open_ & (a != b), np.inf, d)
         return d
 
     @property
     def guarantee(self) -> Guarantee:
         n_s = int(self._targets.size)
-        if self.p >= 1:
-            domain = f"the {self.n_words} vocabulary words and UNK (the vocabulary mean vector); outputs are the {n_s} sensitive words"
+        n_open = int(self.is_non_sensitive.sum())
+        if self.fitted:
+            rule = f"the {self.w:g} least frequent fraction of the fitted corpus's words"
+        elif self._sensitive_given:
+            rule = "given list"
         else:
-            rule = "given list" if self._sensitive_given else f"the {self.w:g} least frequent fraction"
+            rule = "every word: not fitted to a corpus, so SanText+ equals SanText"
+        if self.p >= 1 or n_open == 0:
+            domain = f"the {self.n_words} vocabulary words and UNK (the vocabulary mean vector); outputs are the {n_s} sensitive words ({rule})"
+        else:
             domain = (
-                f"the {n_s} sensitive words ({rule}) and UNK (the vocabulary mean vector); the other "
-                f"{self.n_words - n_s} words are kept verbatim with probability {1 - self.p:g} and have no metric-DP guarantee"
+                f"the {self.n_words - n_open} always-replaced words ({n_s} sensitive: {rule}; the others absent from the corpus) and UNK "
+                f"(the vocabulary mean vector); the other {n_open} words are non-sensitive: kept verbatim with probability {1 - self.p:g}, "
+                f"no metric-DP guarantee, and on sensitive outputs the ratio against an always-replaced word is bounded only by exp(epsilon*d)/p"
             )
         return Guarantee(self.epsilon, _metric_text(self.metric), domain)
 
     def _params(self) -> dict[str, Any]:
-        p: dict[str, Any] = {"w": self.w} if not self._sensitive_given else {"sensitive": f"{self._targets.size} words"}
+        p: dict[str, Any] = {}
+        if self._sensitive_given:
+            p["sensitive"] = f"{self._targets.size} given words [{self._sets_digest()}]"
+        else:
+            p["w"] = self.w
+            if self.fitted:
+                p["sensitive"] = f"fitted: {self._targets.size} of {int(self.is_non_sensitive.sum()) + self._targets.size} corpus words [{self._sets_digest()}]"
+            else:
+                p["sensitive"] = "every word (not fitted)"
         p["p"] = self.p
         p["metric"] = metric_name(self.metric)
         return p
@@ -370,11 +495,10 @@ class SanTextPlus(SanText):
         V = self.n_words
         rows = np.where(ids == UNK_ID, V, ids)
         out = ids.copy()
-        if self.p >= 1:
-            replace = np.ones(ids.shape[0], dtype=bool)
+        if self.p >= 1 or not self.is_non_sensitive.any():
+            replace = np.ones(ids.shape[0], dtype=bool)  # no draw: the same samples as SanText
         else:
-            sens = (ids == UNK_ID) | self.is_sensitive[np.maximum(ids, 0)]
-            replace = sens | (rng.random(ids.shape[0]) < self.p)
+            replace = self._always_replaced(ids) | (rng.random(ids.shape[0]) < self.p)
         idx = np.flatnonzero(replace)
         if idx.size:
             out[idx] = self._targets[self._get_sampler().sample(rows[idx], rng)]

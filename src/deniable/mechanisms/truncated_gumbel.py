@@ -1,88 +1,34 @@
-"""The truncated Gumbel mechanism: Gumbel-max selection over a word's k nearest words and ⊥.
+"""Deprecated: ``truncated_gumbel`` / :class:`TruncatedGumbel` is :class:`~deniable.mechanisms.knn_tem.KnnTEM`.
 
-Name and attribution: the word-level metric-DP benchmark of Meisenbacher et al. (LREC-COLING
-2024) and its ``mldp-text`` package list a "TruncatedGumbel" mechanism by Carvalho, Vasiloudis,
-Feyisetan (2021); the package README (github.com/sjmeis/MLDP) links it to a FLAIRS 2021 paper,
-journals.flvc.org/FLAIRS/article/view/128463. That paper's text could not be found (searched for
-issue 13: title/author/venue/URL phrasings in the pages, docs, code and issues corpora — only the
-README link came back), and the same authors' TEM paper (``tem_truncated_exponential_mechanism.txt``)
-has no mechanism of that name: "Gumbel" occurs there only as TEM's Gumbel-max implementation
-(Algorithm 2 step 4, Appendix B Algorithm 3).
-
-So this module is **not** a reconstruction of the FLAIRS paper, and no claim is made about that
-paper's mechanism or theorem (we do not know whether it is a selection like this one or noise on
-the embedding vector). It is our own construction under the issue's name: the truncated
-Gumbel-max selection of Durfee & Rogers (NeurIPS 2019, top-k̄ selection with ⊥) in the form the
-TEM paper uses for metric DP (Algorithm 2, Appendix A.1), truncated at the input's k-th nearest
-distance. Its guarantee is proved below for this implementation.
+The mechanism published here under this name is our own TEM variant (the exponential mechanism
+truncated at each word's k-th nearest distance), not the FLAIRS 2021 "truncated Gumbel" mechanism
+of Carvalho, Vasiloudis and Feyisetan. It is now ``knn_tem`` / :class:`KnnTEM`; the old name
+builds the same mechanism (same distribution, same samples for a seed) and warns. See
+docs/mechanisms/knn_tem.md.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._validation import check_int
-from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
-from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, log_probability_rows_by_block, self_probabilities_by_block
-from .base import EmbeddingMechanism, Guarantee
-from .santext import _check_cache_dir, _check_metric, _metric_text
+from .knn_tem import KnnTEM
 
 __all__ = ["TruncatedGumbel"]
 
+DEPRECATION = (
+    "'truncated_gumbel' / TruncatedGumbel is deprecated: it is our own k-nearest TEM variant, not the FLAIRS 2021 "
+    "truncated Gumbel mechanism; use 'knn_tem' / KnnTEM (same mechanism; see docs/mechanisms/knn_tem.md)"
+)
 
-class TruncatedGumbel(EmbeddingMechanism):
-    """Truncated Gumbel: Gumbel-max over the k nearest words of the input and ⊥ (all others).
 
-    For an input x let L_x be its k nearest vocabulary words (x itself first) and γ_x = d_k(x)
-    the distance to the k-th of them. Every y ∈ L_x gets the score −d(x, y), ⊥ gets
-    −γ_x + (2/ε)·ln|W ∖ L_x|, Gumbel(0, 2/ε) noise is added to each score and the highest wins;
-    when ⊥ wins, a uniform word of W ∖ L_x is returned (never the input by fallback). As for
-    TEM (Appendix A.1 of the TEM paper) this is exactly
-
-        P[M(x) = y] = exp(−(ε/2)·min(d(x, y), γ_x)) / Σ_z exp(−(ε/2)·min(d(x, z), γ_x)),
-
-    which :meth:`probabilities` evaluates in closed form. Unlike TEM, the truncation radius
-    adapts to the density around x (it is the k-th neighbour distance, not a global γ). Sampling
-    is a table lookup per token (k weights + one uniform branch), exact.
-
-    **Guarantee** (proved for this implementation): ε·d-privacy, P[M(x)=y] ≤
-    exp(ε·d(x, x'))·P[M(x')=y] for all x, x' in the vocabulary ∪ {UNK}, d the chosen metric.
-    Proof: the score s(x, y) = −min(d(x, y), d_k(x)) is 1-Lipschitz in x for every y, because
-    d(·, y) is (triangle inequality) and so is d_k(·), the k-th smallest of the 1-Lipschitz
-    functions d(·, z); a minimum of 1-Lipschitz functions is 1-Lipschitz. The exponential
-    mechanism exp((ε/2)·s) with a score of sensitivity d(x, x') is ε·d-private. UNK (every
-    out-of-vocabulary word) is the vocabulary mean vector, with its own k nearest words.
-
-    Parameters
-    ----------
-    embedding
-        A :class:`~deniable.embeddings.Embedding`.
-    epsilon
-        Privacy parameter ε > 0 (per unit of distance).
-    k
-        Candidate-list size (k ≥ |W| gives the untruncated exponential mechanism, i.e. SanText).
-    metric
-        ``"euclidean"`` (default), ``"manhattan"``, ``"chebyshev"``, ``"angular"`` or a
-        vectorized metric callable.
-    cache_dir
-        Cache folder of the k-nearest tables, shared with TEM (``False``: memory only).
-
-    References
-    ----------
-    Durfee & Rogers 2019 (truncated Gumbel-max top-k̄ selection); TEM paper, Algorithm 2 and
-    Appendix A.1 (Gumbel-max form of the truncated exponential mechanism). Not a reconstruction of
-    Carvalho et al., FLAIRS 2021 (see the module note).
-    """
-
-    name = "truncated_gumbel"
-    metric: MetricLike  # the guarantee's metric (see EmbeddingMechanism.metric_space)
+class TruncatedGumbel(KnnTEM):
+    """Deprecated alias of :class:`~deniable.mechanisms.knn_tem.KnnTEM` (warns with
+    ``DeprecationWarning``); same parameters, distribution and samples."""
 
     def __init__(
         self,
@@ -93,124 +39,5 @@ class TruncatedGumbel(EmbeddingMechanism):
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
         cache_dir: str | os.PathLike[str] | bool | None = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon)
-        self.k = check_int("k", k, minimum=1)
-        _check_metric(metric)
-        _check_cache_dir(cache_dir)
-        self.metric = metric
-        self.cache_dir = cache_dir
-        self.cache_file: Path | None = None
-        self._pts = PointsWithUnk(self.embedding.vectors, self.embedding.mean)
-        self._nb: Neighborhoods | None = None
-        self._sampler: ExponentialSampler | None = None
-
-    @property
-    def _kk(self) -> int:
-        return min(self.k, self.n_words)
-
-    # -- pre-processing ------------------------------------------------------------------------
-    def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
-        """The k-nearest lists with exact truncation radii γ_x (rows: words, then UNK); built from
-        the cached k-nearest table (k ≥ 128 stored, shared with TEM)."""
-        if self._nb is None or rebuild:
-            kk = self._kk
-            big, self.cache_file = embedding_neighborhoods(
-                self.embedding, kind="knn", k=max(128, kk + 1) if kk < self.n_words else kk, metric=self.metric,
-                cache_dir=self.cache_dir, progress=progress, rebuild=rebuild,
-            )
-            R = big.n_rows
-            sizes = np.diff(big.indptr)
-            pos = big.indptr[:-1, None] + np.arange(kk)[None, :]
-            ids = big.indices[pos].astype(np.int32)
-            dist = big.distances[pos]
-            gam = dist[:, -1].copy()
-            # the first k entries are the k nearest when the k-th distance is within the bound
-            # (the float32 pre-processing may lower the bound a little); otherwise recompute
-            bad = np.flatnonzero((gam > big.bound) | (sizes < kk))
-            for r in bad:
-                row = pairwise_distances(self._pts[np.array([r])], self.embedding.vectors, self.metric)[0]
-                o = np.lexsort((np.arange(row.size), row))[:kk]
-                ids[r], dist[r] = o, row[o]
-            gam = dist[:, -1].copy()
-            if kk >= self.n_words:
-                gam[:] = np.inf
-            self._nb = Neighborhoods(
-                indptr=np.arange(R + 1, dtype=np.int64) * kk,
-                indices=ids.reshape(-1),
-                distances=dist.reshape(-1),
-                bound=gam if kk < self.n_words else np.full(R, np.inf),
-                kind="knn",
-                param=float(kk),
-                metric=metric_name(self.metric),
-                n_vocab=self.n_words,
-                fingerprint=self.embedding.fingerprint,
-            )
-            self._sampler = None
-        return self._nb
-
-    def truncation_radius(self, word_or_id: str | int) -> float:
-        """γ_x = d_k(x), the distance from x to its k-th nearest word."""
-        return float(self._radii()[self._row(word_or_id)])
-
-    def _radii(self) -> np.ndarray:
-        """γ of every row (words, then UNK); ∞ when k covers the vocabulary."""
-        nb = self.precompute()
-        return nb.distances[nb.indptr[1:] - 1] if self._kk < self.n_words else np.full(nb.n_rows, np.inf)
-
-    def _get_sampler(self) -> ExponentialSampler:
-        if self._sampler is None:
-            nb = self.precompute()
-            self._sampler = ExponentialSampler(self._pts, self.embedding.vectors, nb, self.epsilon / 2.0, nb.bound, self.metric)
-        return self._sampler
-
-    # -- the distribution ----------------------------------------------------------------------
-    def _row(self, word_or_id: str | int) -> int:
-        i = self.id_of(word_or_id, oov="unk")
-        return self.n_words if i == UNK_ID else i
-
-    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """log P[M(x) = y] for every vocabulary word y (closed form; the one-row case of
-        :meth:`log_probability_rows`)."""
-        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
-
-    def probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """P[M(x) = y] over the vocabulary (float64, sums to 1)."""
-        p = np.exp(self.log_probabilities(word_or_id))
-        return p / p.sum()
-
-    def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
-        """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
-        with one distance computation per ``block`` rows."""
-        gam = self._radii()
-
-        def scores_of(r: np.ndarray) -> np.ndarray:
-            return np.minimum(pairwise_distances(self._pts[r], self.embedding.vectors, self.metric), gam[r][:, None])
-
-        return log_probability_rows_by_block(self, ids, self.n_words, scores_of, block)[1]
-
-    def self_probabilities(self, ids: Any, epsilons: Any, *, block: int = 64) -> np.ndarray:
-        """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (same k and
-        metric; γ_w does not depend on ε), ``(len(ids), len(epsilons))`` float64, closed form
-        with each word's distances computed once for the whole grid (for N_w calibration)."""
-        gam = self._radii()
-
-        def scores_of(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            d = pairwise_distances(self._pts[b], self.embedding.vectors, self.metric)
-            np.minimum(d, gam[b][:, None], out=d)
-            return d, d[np.arange(b.size), b]
-
-        return self_probabilities_by_block(self, ids, epsilons, scores_of, block)[1]
-
-    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return Guarantee(self.epsilon, _metric_text(self.metric), self._domain)
-
-    def _params(self) -> dict[str, Any]:
-        return {"k": self.k, "metric": metric_name(self.metric)}
-
-    def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        rows = np.where(ids == UNK_ID, self.n_words, ids)
-        return self._get_sampler().sample(rows, rng)
+        warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
+        super().__init__(embedding, epsilon=epsilon, k=k, metric=metric, cache_dir=cache_dir)

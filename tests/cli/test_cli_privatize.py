@@ -422,3 +422,18 @@ def test_one_time_cache_is_announced_with_its_path(tmp_path, monkeypatch):
     assert Path(cached).is_file()
     r = run(*args)
     assert r.exit_code == 0 and "building" not in r.stderr
+
+
+def test_a_renamed_mechanism_name_still_works_and_says_so(tmp_path):
+    """-m truncated_gumbel (renamed knn_tem) runs knn_tem with one warning line on stderr."""
+    from click.testing import CliRunner
+
+    from deniable.cli.main import cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("the cat sat on the mat\n")
+    res = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(tmp_path / "out.txt"), "-m", "truncated_gumbel", "-e", "5", "--seed", "0"])
+    assert res.exit_code == 0, res.output
+    assert "renamed 'knn_tem'" in res.stderr and "knn_tem epsilon=5" in res.stderr
+    res = CliRunner().invoke(cli, ["privatize", str(src), "-m", "no_such_mechanism", "-e", "5"])
+    assert res.exit_code == 2 and "unknown mechanism 'no_such_mechanism'" in res.output

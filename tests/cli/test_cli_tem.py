@@ -147,13 +147,13 @@ def test_unknown_param_lists_known_names(emb_file, tmp_path) -> None:
     assert "known: beta, gamma, k" in _one_line_error(res)
 
 
-@pytest.mark.parametrize("name", ["santext", "santext_plus", "custext", "truncated_gumbel", "diffractor"])
+@pytest.mark.parametrize("name", ["santext", "santext_plus", "custext", "knn_tem", "diffractor"])
 def test_precompute_tables_of_the_other_mechanisms(emb_file, tmp_path, name) -> None:
     """`deniable precompute NAME` writes the cache the mechanism then uses, and reuses it."""
     from deniable.mechanisms import get_mechanism
 
     cache = tmp_path / "cache"
-    params = ["--param", "k=8"] if name in ("santext", "santext_plus", "truncated_gumbel") else []
+    params = ["--param", "k=8"] if name in ("santext", "santext_plus", "knn_tem") else []
     params += ["--param", "K=5"] if name == "custext" else []
     res = run("precompute", name, "--embedding", str(emb_file), "--cache-dir", str(cache), *params)
     assert res.exit_code == 0, res.output

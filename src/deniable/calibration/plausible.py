@@ -17,7 +17,7 @@ number of outputs of positive probability).
 
 Statistics are computed exactly from ``mechanism.log_probabilities(word)`` (log space, so the
 number of outputs of positive probability counts outputs too unlikely for a float64 probability)
-where the mechanism has exact probabilities (TEM, SanText, SanText+, CusText, TruncatedGumbel,
+where the mechanism has exact probabilities (TEM, SanText, SanText+, CusText, KnnTEM,
 Diffractor; BRR for tiny codes), otherwise estimated from ``draws`` samples per word,
 drawn in one vectorized :meth:`~deniable.mechanisms.base.Mechanism.sample_ids` call per chunk of
 words. Sampled N_w gets a Wilson score interval. Sampled S_w (the plug-in: the smallest set of

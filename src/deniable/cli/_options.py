@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..mechanisms import mechanism_class
+from ..mechanisms.registry import current_mechanism_name
 
 __all__ = [
     "parse_param",
@@ -21,7 +22,20 @@ __all__ = [
     "epsilons_option",
     "known_params",
     "cli_spelling",
+    "mechanism_name",
 ]
+
+
+def mechanism_name(name: str, *, param_hint: str = "-m/--mechanism") -> str:
+    """The current registered name for ``-m NAME``: a deprecated alias prints one warning line on
+    stderr and gives the new name; an unknown name is a usage error listing the known ones."""
+    try:
+        current = current_mechanism_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=param_hint) from None
+    if current != name:
+        click.echo(f"warning: mechanism {name!r} was renamed {current!r}; using {current!r} (see docs/mechanisms/{current}.md)", err=True)
+    return current
 
 
 def parse_param(text: str) -> tuple[str, Any]:

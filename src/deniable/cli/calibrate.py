@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..mechanisms import available_mechanisms
-from ._options import cli_spelling, epsilon_list, known_params, parse_param
+from ._options import cli_spelling, epsilon_list, known_params, mechanism_name, parse_param
 
 __all__ = ["calibrate", "parse_param"]
 
@@ -56,7 +56,8 @@ def _friendly(message: str, *, n_words_asked: int | None) -> str:
 
 
 @click.command(name="calibrate")
-@click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
+@click.option("-m", "--mechanism", required=True, callback=lambda ctx, param, value: mechanism_name(value),
+              help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @click.option("--epsilons", "-e", "epsilons_text", default="1,5,10,20", show_default=True, help="Comma-separated ε values.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, e.g. lam=0.5 (repeatable).")
 @click.option("--embedding", type=click.Path(exists=True, dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe subset).")

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import DataError
 from ..mechanisms.registry import available_mechanisms
 from ._io import atomic_output, progress
-from ._options import epsilons_option, parse_params
+from ._options import epsilons_option, mechanism_name, parse_params
 from ._targets import build_for_targets, check_targets
 from .privatize import build_mechanism
 
@@ -182,7 +182,8 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 
 @click.command("evaluate")
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
+@click.option("-m", "--mechanism", required=True, callback=lambda ctx, param, value: mechanism_name(value),
+              help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @click.option("-e", "--epsilon", "epsilons", default=None, callback=_optional_epsilons,
               help="Epsilon, or comma-separated epsilons (e.g. 5,10,20); or give --max-nw.")
 @click.option("--max-nw", "max_nws", default=None, metavar="P[,P...]", callback=_targets_option,
@@ -200,7 +201,7 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.option("--min-simulations", type=click.IntRange(min=1), default=200_000, show_default=True, help="Inversion adversary's simulated draws.")
 @click.option("--exact-inversion/--no-exact-inversion", default=True, show_default=True,
               help="Also the Bayes-optimal inversion adversary where the mechanism has closed-form probabilities (TEM, SanText, "
-                   "SanText+, CusText, TruncatedGumbel, 1-Diffractor, BRR with tiny codes); it costs (training vocabulary) x "
+                   "SanText+, CusText, kNN-TEM, 1-Diffractor, BRR with tiny codes); it costs (training vocabulary) x "
                    "(vocabulary) likelihoods per run.")
 @click.option("--similarity", "similarity_n", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Meaning kept: mean sentence-embedding cosine between the first N test texts and their privatized versions "

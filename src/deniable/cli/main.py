@@ -23,7 +23,7 @@ _NoArgsIsHelp = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8
 # name -> ("module:attribute", short help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "privatize": ("deniable.cli.privatize:privatize", "Privatize text files word by word with a metric-DP mechanism."),
-    "precompute": ("deniable.cli.tem:precompute", "Precompute and cache mechanism tables (TEM, SanText(+), CusText, Truncated Gumbel, 1-Diffractor)."),
+    "precompute": ("deniable.cli.tem:precompute", "Precompute and cache mechanism tables (TEM, SanText(+), CusText, kNN-TEM, 1-Diffractor)."),
     "export": ("deniable.cli.brr:export", "Export an on-device bundle (BRR)."),
     "privacy-ratio": ("deniable.cli.brr:privacy_ratio", "Privacy ratio between metrics; equivalent epsilons."),
     "calibrate": ("deniable.cli.calibrate:calibrate", "Plausible-deniability statistics and an epsilon report."),

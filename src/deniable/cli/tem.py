@@ -15,7 +15,7 @@ _TEM_PARAMS = ("beta", "gamma", "k", "neighbors", "metric", "memory_bytes", "sto
 
 @click.group()
 def precompute() -> None:
-    """Precompute and cache mechanism tables (TEM, SanText, SanText+, CusText, Truncated Gumbel, 1-Diffractor)."""
+    """Precompute and cache mechanism tables (TEM, SanText, SanText+, CusText, kNN-TEM, 1-Diffractor)."""
 
 
 @precompute.command("tem")
@@ -104,7 +104,7 @@ def tem(
 
 
 #: Mechanisms with an ε-independent table to precompute (besides TEM, which has its own command).
-TABLE_MECHANISMS = ("santext", "santext_plus", "custext", "truncated_gumbel", "diffractor")
+TABLE_MECHANISMS = ("santext", "santext_plus", "custext", "knn_tem", "diffractor")
 
 
 def _table_command(name: str) -> None:

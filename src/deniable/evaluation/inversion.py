@@ -11,7 +11,7 @@ Two ways to know P(y | x):
 
 * ``method="exact"`` — closed-form probabilities (any mechanism with ``log_probabilities``/
   ``probabilities``; rows batched by ``log_probability_rows`` for TEM, SanText, SanText+,
-  TruncatedGumbel, CusText and Diffractor, one distance computation per block of input words).
+  KnnTEM, CusText and Diffractor, one distance computation per block of input words).
   The posterior is ranked in log space, log P(y | x) + log P(x), from the mechanism's
   log-probabilities, so an output too unlikely for a float64 probability (Diffractor's far
   positions) still ranks its inputs. This is the Bayes-optimal adversary, and the expected success

@@ -64,6 +64,14 @@ def available_mechanisms() -> list[str]:
     return sorted(n for n in _REGISTRY if n not in _DEPRECATED)
 
 
+def current_mechanism_name(name: str) -> str:
+    """The name ``name`` is registered under now: itself, or the new name of a deprecated alias
+    (e.g. ``"truncated_gumbel"`` -> ``"knn_tem"``). Raises ``ValueError`` for an unknown name."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(available_mechanisms())}")
+    return _DEPRECATED.get(name, name)
+
+
 def mechanism_class(name: str) -> type[Mechanism]:
     """The class registered under ``name`` (imported on first use).
 

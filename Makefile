@@ -53,10 +53,13 @@ lint: $(STAMP)
 	$(BIN)/python -m ruff check src tests benchmarks scripts
 	$(BIN)/python -m mypy
 
-# the API reference (Sphinx autodoc + napoleon, from the test extra) in build/api; warnings are errors
+# the documentation site (Sphinx + MyST + furo, from the test extra; source docs/, configuration
+# docs/api/conf.py) in build/docs: a warning — a broken link or anchor included — fails the build;
+# then the relative links of the README and of every page under docs/ (scripts/check_doc_links.py)
 docs: $(STAMP)
-	$(BIN)/python -m sphinx -b html -W --keep-going -q -E docs/api build/api
-	@echo "API reference: build/api/index.html"
+	$(BIN)/python -m sphinx -b html -W --keep-going -q -E -c docs/api docs build/docs
+	$(BIN)/python scripts/check_doc_links.py
+	@echo "Documentation: build/docs/index.html"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_madlib.py

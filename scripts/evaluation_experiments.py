@@ -24,11 +24,14 @@ Usage::
         --datasets sms --levels 2,10,20 --seeds 3 --ratios build/eval/ratios.json --out build/eval
     python scripts/evaluation_experiments.py --summarize build/eval   # Markdown tables + plots
     python scripts/evaluation_experiments.py --summarize build/eval/sms,build/eval/imdb \\
-        --update-doc docs/results/evaluation.md   # the results page's tables and plots, prose untouched
+        --update-doc docs/results/evaluation.md   # the results page's tables, plots and record list; prose untouched
 
-The page's own units are recorded in docs/results/evaluation_data/ (committed: ``--out`` there).
-``--update-doc`` merges into the page's tables (rows with no unit in the folders stay; new seeds
-of a one-seed row combine with it), since the first seven sessions' raw records are gone.
+The page's units are recorded in docs/results/evaluation_data/ (committed: ``--out`` there).
+Not every row of the page has a committed record, so ``--update-doc`` merges into the page's
+tables (rows with no unit in the folders stay; new seeds of a one-seed row combine with it) and
+writes, under the page's "## Raw records" heading, which rows rest on committed records.
+The page-writing part writes tables and lists only: no dates, machines or run history (the
+machine and load of the measurements belong in the page's hand-written provenance line).
 """
 
 from __future__ import annotations
@@ -472,8 +475,10 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
 
     With ``page`` (a results page, e.g. docs/results/evaluation.md), the one-seed rows of its
     tables count as seed-0 units (:func:`page_records`) where no folder has that unit, so new
-    seeds of a cell whose first seed's raw record is gone combine with it; the page's other rows
-    count as present in the missing-units list (:func:`update_doc` keeps them). With ``keep_page``
+    seeds of a cell whose first seed has no raw record combine with it; the page's other rows
+    count as present in the missing-units list (:func:`update_doc` keeps them), and the "raw
+    records" section (:func:`records_provenance`, when the folders hold any unit) says which rows
+    rest on records of the folders: summarize every committed folder for the page's list. With ``keep_page``
     (a folder) the read-back records that were combined are also appended to its
     ``results.jsonl`` / ``similarity.jsonl`` (:func:`save_page_records`): once the page shows the
     combined row, its seed-0 values can no longer be read back, and that folder keeps them."""
@@ -568,6 +573,8 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
         if "inversion_exact" in r:
             exact.setdefault((r["dataset"], r["mechanism"], float(r["level"])), r["inversion_exact"])
     lines += exact_inversion_table(exact, groups, order)
+    if page is not None and any(not r.get("from_page") for r in recs):  # a list relative to no records would be empty
+        lines += records_provenance(tables, groups, page_cells, exact)
     present = recs + [{"dataset": d, "mechanism": m, "level": lv, "seed": i}
                       for (d, m, lv, nw), n in page_cells.items() if not nw for i in range(n)]
     lines += missing_units(present)
@@ -588,6 +595,44 @@ def summarize(out_dirs: Path | list[Path], plots: bool = True, plot_dir: Path | 
     if plots:
         _plots(plot_dir or out_dir, {d: rows for d, rows in _summary_tables(text).items() if _section_dataset(d)}, plot_prefix)
     return text
+
+
+def records_provenance(tables: list[tuple[str, bool]], groups: dict, page_cells: dict, exact: dict) -> list[str]:
+    """Markdown: per grid table of the page after the merge, which rows rest on raw records of
+    the summarized folders (every seed), which only partly (some seeds read back from the page's
+    one-seed rows, ``"from_page"``), and which on none (the page is their only record); and how
+    many Bayes-optimal cells have a record. ``tables``: the (data set, N_w-matched) grids of the
+    summary; ``groups``: its units per (data set, mechanism, level); ``page_cells``: the seed
+    count of every page row (:func:`page_records`); ``exact``: the Bayes-optimal cells found."""
+    lines = ["### raw records", "", "```"]
+    for d, nw in sorted({*tables, *((k[0], k[3]) for k in page_cells)}, key=lambda t: (_dataset_rank(t[0]), t[1])):
+        rows = {(m, lv) for (dd, m, lv, w) in page_cells if dd == d and w == nw}
+        rows |= {(k[1], k[2]) for k, rs in groups.items() if k[0] == d and (k[1] == "none" or any(("max_n_w" in r) == nw for r in rs))}
+        kinds: dict[str, list[tuple[str, float]]] = {"raw": [], "part": [], "none": []}
+        for m, lv in rows:
+            rs = [r for r in groups.get((d, m, lv), []) if m == "none" or ("max_n_w" in r) == nw]
+            on_page = page_cells.get((d, m, lv, nw), page_cells.get((d, m, lv, not nw), 0) if m == "none" else 0)
+            from_folder = [r for r in rs if not r.get("from_page")]
+            if not rs or len(rs) < on_page or not from_folder:  # the page's row stays, or only read-back values
+                kinds["none"].append((m, lv))
+            else:
+                kinds["raw" if len(from_folder) == len(rs) else "part"].append((m, lv))
+
+        def listing(cells: list[tuple[str, float]]) -> str:
+            by_m: dict[str, list[float]] = defaultdict(list)
+            for m, lv in cells:
+                by_m[m].append(lv)
+            return "; ".join(f"{m} {', '.join(f'{x:g}' for x in sorted(v))}" for m, v in sorted(by_m.items(), key=lambda kv: _mech_rank(kv[0])))
+
+        name = d + (" (N_w targets)" if nw else "")
+        lines.append(f"{name}: {len(rows)} rows; {len(kinds['raw'])} from raw records, {len(kinds['part'])} partly, {len(kinds['none'])} without a raw record")
+        if kinds["raw"]:
+            lines.append(f"  every seed from raw records: {listing(kinds['raw'])}")
+        if kinds["part"]:
+            lines.append(f"  some seeds from raw records, the others read back from this page: {listing(kinds['part'])}")
+    lines.append(f"Bayes-optimal inversion: {len(exact)} cells with a raw record (exact_inversion.jsonl or a unit's inversion_exact); "
+                 "the page's other rows have none")
+    return [*lines, "```", ""]
 
 
 def _summary_sections(summary: str) -> dict[str, str]:
@@ -650,8 +695,8 @@ def page_records(lines: list[str]) -> tuple[list[dict], dict]:
     """The results page's grid tables read back: a unit record (seed 0, ``"from_page": True``,
     values to the page's 0.1-point rounding) for every one-seed row, and the seed count of every
     row, keyed (data set, mechanism, level, N_w-matched). A row with several seeds cannot be split
-    into its seeds: it only counts as present. This is how cells whose raw records were lost (the
-    build folder of the first seven sessions) combine with new seeds."""
+    into its seeds: it only counts as present. This is how cells without a committed raw record
+    combine with new seeds."""
     recs, cells = [], {}
     for name, (j, e) in _page_tables(lines).items():
         ds = _section_dataset(name)
@@ -735,7 +780,7 @@ def merge_rows(name: str, page_rows: list[str], new_rows: list[str]) -> list[str
     an added column (e.g. the audit model's) cannot shift their cells. A grid row is never
     replaced by one over fewer seeds (the page row is kept, with a warning): the page may be the
     only record of its seeds. The time table keeps the page's row where both have one: its
-    medians cover units whose raw records are gone."""
+    medians cover units that have no committed raw record."""
     head = (new_rows or page_rows)[:2]
     if page_rows and head[0] != page_rows[0]:
         old_col = {h: i for i, h in enumerate(_row_cells(page_rows[0]))}
@@ -775,9 +820,10 @@ def update_doc(doc: Path, summary: str, merge: bool = True, plot_prefix: str | N
     """Update, in the Markdown results page ``doc``, the first table after each heading of
     :data:`DOC_SECTIONS` from the matching table of ``summary`` (``summarize``'s output, best made
     with ``page=doc``) and replace the code block after "## What is missing" by the missing-units
-    list; the prose is left alone. With ``merge`` (the default) a row of the page that the summary
+    list and the one after "## Raw records" (when the page has that heading) by the list of rows
+    with and without raw records; the prose is left alone. With ``merge`` (the default) a row of the page that the summary
     has no row for is kept (:func:`merge_rows`): the page is the record of units whose raw results
-    are gone; ``merge=False`` replaces each table whole. With ``plot_prefix``, the privacy–utility
+    are not committed; ``merge=False`` replaces each table whole. With ``plot_prefix``, the privacy–utility
     figures of the updated tables go beside the page as ``<plot_prefix><data set>[_nw].png``.
     Returns what was replaced and what was skipped (a section without results). A heading the page
     lacks is an error: the page and the script disagree."""
@@ -805,15 +851,20 @@ def update_doc(doc: Path, summary: str, merge: bool = True, plot_prefix: str | N
             raise SystemExit(f"{doc}:{j + 1}: cannot merge the table under {lines[i]!r} ({exc}); "
                              "fix its rows or replace it whole (merge=False)") from None
         report.append(f"table under {lines[i]!r}")
-    if "missing units" in sections:
-        i = heading("## What is missing")
+    for section, title in (("missing units", "## What is missing"), ("raw records", "## Raw records")):
+        if section not in sections:
+            continue
+        if section == "raw records" and not any(line.startswith(title) for line in lines):
+            report.append(f"skipped the raw-records list: the page has no {title!r} heading")
+            continue
+        i = heading(title)
         nxt = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("## ")), len(lines))
         j = next((k for k in range(i, nxt) if lines[k] == "```"), None)
         e = next((k for k in range(j + 1, nxt) if lines[k] == "```"), None) if j is not None else None
         if e is None:
             raise SystemExit(f"{doc}:{i + 1}: no ``` block under {lines[i]!r} to replace")
-        lines[j : e + 1] = sections["missing units"].strip().split("\n")
-        report.append("missing units")
+        lines[j : e + 1] = sections[section].strip().split("\n")
+        report.append(section)
     if plot_prefix is not None:
         _plots(doc.parent, {name: lines[j:e] for name, (j, e) in _page_tables(lines).items() if _section_dataset(name)}, plot_prefix)
     import shutil
@@ -855,10 +906,19 @@ def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
 
 def missing_units(recs: list[dict], seeds: int = 3) -> list[str]:
     """Markdown list of the ratio-matched grid units (every registered mechanism × levels 2/10/20
-    × seeds 0..seeds-1, authorship on the blogs included) that no folder has, per data set present."""
+    × seeds 0..seeds-1, authorship on the blogs included) that no folder has, per data set present.
+    A unit recorded under a deprecated alias counts for the mechanism's current name (e.g.
+    ``truncated_gumbel`` for ``knn_tem``: the same mechanism)."""
     import deniable
+    from deniable.mechanisms.registry import current_mechanism_name
 
-    have = {_key(r) for r in recs if "max_n_w" not in r}
+    def current(m: str) -> str:
+        try:
+            return current_mechanism_name(m)
+        except ValueError:  # "none" (the baseline) or a mechanism no longer registered
+            return m
+
+    have = {(d, current(m), lv, seed) for d, m, lv, seed in (_key(r) for r in recs if "max_n_w" not in r)}
     lines = ["### missing units", "", "```"]
     for d in [x for x in DATASETS if any(k[0] == x for k in have)]:
         gaps, n_missing = {}, 0
@@ -959,8 +1019,9 @@ def main(argv=None) -> None:
     p.add_argument("--similarity-model", default=None)
     p.add_argument("--summarize", metavar="DIR[,DIR...]")
     p.add_argument("--update-doc", metavar="MD",
-                   help="with --summarize: write the tables into this results page (e.g. docs/results/evaluation.md, "
-                        "after its fixed headings; prose untouched) and the plots beside it as evaluation_<data set>[_nw].png")
+                   help="with --summarize: write the tables, the missing-units list and the list of rows with raw records into this "
+                        "results page (e.g. docs/results/evaluation.md, after its fixed headings; prose untouched) and the plots "
+                        "beside it as evaluation_<data set>[_nw].png")
     p.add_argument("--exact-inversion", action="store_true",
                    help="the Bayes-optimal inversion adversary for the selected cells whose mechanism has closed-form probabilities")
     args = p.parse_args(argv)

@@ -254,7 +254,7 @@ def write_outputs(args, res: dict) -> None:
         pass
     lines = [
         "<!-- scale-study:start -->",
-        "## Scale study of the formal releases (issue 9)",
+        "## Scale study of the formal releases",
         "",
         f"Command: `.venv/bin/python scripts/ngrams_scale_study.py` (runtime {res.get('runtime_s', 0) / 60:.0f} min on the shared 2-core machine, "
         f"peak RSS {res.get('peak_rss_gib', 0):.1f} GiB). Raw numbers: `build/ngrams_scale_study.json`. Pseudo-users are resampled from the "

@@ -14,7 +14,9 @@ in the bundle (never passed through).
 Text handling (same rules as ``deniable.text.tokenize``): separators are whitespace and Unicode
 punctuation (category P*) and pass through unchanged; words are maximal runs of every other
 character (letters with their combining marks, digits, symbols), so no part of a word is copied
-to the output. Lookup keys are NFC-normalized, lower-cased for an uncased vocabulary, and the
+to the output, except that English clitics after a stem are words of their own (``mother's`` ->
+``mother`` + ``'s``, ``don't`` -> ``do`` + ``n't``), looked up as ``'s`` (else ``s``) and written
+back as a clitic when the sampled word is one, else after a space. Lookup keys are NFC-normalized, lower-cased for an uncased vocabulary, and the
 output word takes the input's case pattern (lower / Title / UPPER).
 
 Randomness, in the order it is consumed (identical to ``deniable.mechanisms.brr.BRR``, so the
@@ -59,8 +61,16 @@ _WORD_RE: re.Pattern[str] | None = None
 _MEMORY_CELLS = 1 << 22  # distance cells per search block (bounds memory to ~40 MiB)
 
 
+_APOSTROPHES = "'\u2019"
+_ENCLITIC = "[" + _APOSTROPHES + "](?:[sS]|[mM]|[dD]|[rR][eE]|[lL][lL]|[vV][eE])"
+_NEGATION = "[nN][" + _APOSTROPHES + "][tT]"
+_CLITIC_RE = re.compile(f"(?:{_ENCLITIC}|{_NEGATION})")
+_CLITIC_LETTERS = {"s": "'s", "m": "'m", "d": "'d", "re": "'re", "ll": "'ll", "ve": "'ve", "nt": "n't"}
+
+
 def word_pattern() -> re.Pattern[str]:
-    """Runs of characters that are neither whitespace nor Unicode punctuation (built once)."""
+    """Words: a clitic after a stem ('s 'm 'd 're 'll 've n't, with ' or ’), the stem before
+    n't, or a run of characters that are neither whitespace nor Unicode punctuation (built once)."""
     global _WORD_RE
     if _WORD_RE is None:
         ranges: list = []
@@ -71,8 +81,39 @@ def word_pattern() -> re.Pattern[str]:
                 else:
                     ranges.append([cp, cp])
         punct = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
-        _WORD_RE = re.compile(f"([^\\s{punct}]+)")
+        w = f"[^\\s{punct}]"
+        end = f"(?!{w})"
+        _WORD_RE = re.compile(f"({w}+?(?={_NEGATION}{end})|(?<={w}){_NEGATION}{end}|(?<={w}){_ENCLITIC}{end}|{w}+)")
     return _WORD_RE
+
+
+def _clitic_form(word: str, apostrophe: str):
+    """``word`` as a clitic written with ``apostrophe`` (``s`` -> ``'s``, ``nt`` -> ``n't``), or None."""
+    if _CLITIC_RE.fullmatch(word) is not None:
+        return word.replace("'", apostrophe).replace("\u2019", apostrophe)
+    form = _CLITIC_LETTERS.get(word.lower())
+    if form is None:
+        return None
+    letters = iter(word)
+    return "".join(apostrophe if ch == "'" else next(letters) for ch in form)
+
+
+def _lookup(index: dict, word: str, lower: bool) -> int:
+    """Vocabulary id of a word (-1: unknown); a clitic by its form ('s), else by its letters (s)."""
+    if _CLITIC_RE.fullmatch(word) is not None:
+        k = word.lower().replace("\u2019", "'")
+        return index.get(k, index.get(k.replace("'", ""), -1))
+    return index.get(_key(word, lower), -1)
+
+
+def _render(word: str, token: str, uncased: bool) -> str:
+    """The output for sampled ``word`` in the place of input ``token``: its case pattern; in a
+    clitic's place the word as a clitic, else after a space (never glued to the stem)."""
+    pattern = _case(token) if uncased else "lower"
+    if _CLITIC_RE.fullmatch(token) is not None:
+        form = _clitic_form(word, "\u2019" if "\u2019" in token else "'")
+        return _apply_case(form, pattern) if form is not None else " " + _apply_case(word, pattern)
+    return _apply_case(word, pattern)
 
 
 def _key(word: str, lower: bool) -> str:
@@ -243,14 +284,10 @@ class Bundle:
         parts_list = [split(t) for t in texts]
         words = [w for parts in parts_list for w in parts[1::2]]
         if words:
-            get = self._index.get
-            keys = [_key(w, self.uncased) for w in words]
-            ids = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+            index, lower = self._index, self.uncased
+            ids = np.fromiter((_lookup(index, w, lower) for w in words), dtype=np.int64, count=len(words))
             chosen = self.sample_ids(ids, epsilon, rng).tolist()
-            if self.uncased:
-                new = [_apply_case(self.words[j], _case(w)) for j, w in zip(chosen, words)]
-            else:
-                new = [self.words[j] for j in chosen]
+            new = [_render(self.words[j], w, lower) for j, w in zip(chosen, words)]
             k = 0
             for parts in parts_list:
                 n = len(parts) // 2

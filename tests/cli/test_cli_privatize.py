@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from deniable import load_embedding
 from deniable.cli.main import cli
 from deniable.text import words_of
+from deniable.text.tokenize import vocabulary_keys
 
 VOCAB = set(load_embedding().words)
 
@@ -84,7 +85,8 @@ def test_real_csv_gz_end_to_end(tmp_path, shared_data):
     vocab = set(load_embedding(limit=3000).words)
     for a, b in zip(before, after):
         assert len(words_of(a["text"])) == len(words_of(b["text"]))
-        assert all(w.lower() in vocab for w in words_of(b["text"]))
+        # a clitic is written back as such ("'s") from its vocabulary letters ("s")
+        assert all(any(k in vocab for k in keys) for keys in vocabulary_keys(words_of(b["text"]), lower=True))
     assert "out-of-vocabulary" in r.stderr
     assert "other fields copied unchanged: label" in r.stderr
 

@@ -417,6 +417,28 @@ def test_disk_cache_roundtrip(tmp_path, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("storage", ["table", "compact"])
+def test_tem_draws_come_from_the_shared_sampler(storage: str) -> None:
+    """TEM samples with the library's one exact sampler (``ExponentialSampler`` over
+    ``SamplingTables``): the same tables and seed give the same draws outside the mechanism."""
+    from deniable.mechanisms._exponential import ExponentialSampler, RowSubset, SamplingTables
+
+    emb = make_embedding()
+    mech = TEM(emb, epsilon=2.0, gamma=1.5, k=6, cache_dir=False, storage=storage)
+    ids = np.r_[np.arange(40).repeat(30), -np.ones(50, dtype=np.int64)]
+    rows = np.where(ids < 0, 40, ids)
+    if storage == "table":
+        tables, points, rows_in = mech._get_tables(), mech._pts, rows
+        nb = mech.precompute()
+        ref = SamplingTables.from_neighborhoods(nb, 1.0, 1.5, 40)
+        np.testing.assert_array_equal(tables.cum, ref.cum)
+    else:
+        uniq, rows_in = np.unique(rows, return_inverse=True)
+        tables, points = mech._compact_tables(uniq), RowSubset(mech._pts, uniq)
+    sampler = ExponentialSampler.from_tables(points, emb.vectors, tables, 1.0, 1.5, "euclidean")
+    np.testing.assert_array_equal(mech.sample_ids(ids, rng=8), sampler.sample(rows_in, np.random.default_rng(8)))
+
+
+@pytest.mark.parametrize("storage", ["table", "compact"])
 def test_loose_bound_stays_exact(storage: str) -> None:
     """The sampler needs only a valid lower bound b_w (the float32 Euclidean pre-processing may
     lower it): with bounds halved, listed words beyond b_w get (u - g)+ = 0 and the uniform

@@ -126,6 +126,26 @@ def test_mahalanobis_variant_matches_reference() -> None:
     assert "Mahalanobis" in mech.guarantee.metric and "lam=0.8" in repr(mech)
 
 
+@pytest.mark.parametrize("index", ["exact", "exact-bf16"])
+def test_two_nearest_are_the_float64_two_nearest(index: str) -> None:
+    """The two words the rule chooses between are the float64 two nearest (ties to the lowest id),
+    also where float32 scores cannot tell them apart (vectors of norm ~1e4, gaps O(1)) and for
+    duplicated vectors; they come from the index's k-NN API (``knn(q, 2)``)."""
+    if index == "exact-bf16":
+        pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    X = (1e4 + rng.standard_normal((300, 8))).astype(np.float32)
+    X[200] = X[17]
+    mech = Vickrey(Embedding([f"w{i}" for i in range(300)], X), epsilon=5.0, index=index)
+    q = np.vstack([(1e4 + rng.standard_normal((200, 8))), X[[200]]]).astype(np.float32)
+    ids, dist = mech._two_nearest(q)
+    d = np.sqrt(((q[:, None, :].astype(np.float64) - X[None].astype(np.float64)) ** 2).sum(-1))
+    ref = np.array([np.lexsort((np.arange(300), row))[:2] for row in d])
+    np.testing.assert_array_equal(ids, ref)
+    np.testing.assert_allclose(dist, np.take_along_axis(d, ref, axis=1), rtol=1e-12)
+    assert ids[-1].tolist() == [17, 200]
+
+
 def test_interface_validation_and_oov() -> None:
     emb = emb_1d()
     m = get_mechanism("vickrey", emb, epsilon=5.0, t=0.5)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from deniable import Embedding, Madlib, PrivacyWarning
 from deniable.text import apply_case, case_pattern, privatize_texts, split_words
+from deniable.text.tokenize import clitic_pattern
 
 VOCAB = ["the", "cat", "sat", "on", "mat", "paris", "nasa", "i", "a", "42"]
 EMB = Embedding(VOCAB, np.random.default_rng(0).standard_normal((len(VOCAB), 4)).astype(np.float32))
@@ -48,7 +49,10 @@ def test_no_out_of_vocabulary_word_and_layout_kept(batch, oov, seed):
         assert all(w.lower() in VOCAB for w in split_words(dst)[1::2])
         assert all(is_separator_char(c) for sep in separators(dst) for c in sep)
         if oov == "unk":
-            assert separators(dst) == separators(src)
+            # a clitic's place gets a sampled word after a space (no clitic letters in VOCAB)
+            parts = split_words(src)
+            seps = [" " if i + 1 < len(parts) and clitic_pattern().fullmatch(parts[i + 1]) else parts[i] for i in range(0, len(parts), 2)]
+            assert separators(dst) == seps
             assert len(split_words(dst)) == len(split_words(src))
         else:
             assert "".join(separators(dst)) == "".join(separators(src))
@@ -229,8 +233,15 @@ def test_each_token_gets_its_own_output_and_case(batch, oov, case):
             if i < 0 and oov != "unk":
                 parts[j] = w if oov == "keep" else ""
                 continue
+            if clitic_pattern().fullmatch(w):  # OOV as a clitic (no "'s" nor "s" in VOCAB)
+                i = -1
+                if oov != "unk":
+                    parts[j] = w if oov == "keep" else ""
+                    continue
             new = VOCAB[0 if i < 0 else (i + 1) % len(VOCAB)]
             parts[j] = apply_case(new, case_pattern(w)) if case == "preserve" else new
+            if clitic_pattern().fullmatch(w):
+                parts[j] = " " + parts[j]
         expected.append("".join(parts))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
@@ -274,3 +285,108 @@ def test_one_mechanism_shared_by_16_threads_writes_nothing_and_each_call_gets_it
     assert {k: id(v) for k, v in vars(mech).items()} == before and vars(mech).keys() == snapshot.keys()
     with pytest.raises(AttributeError, match="return_summary=True"):
         _ = mech.last_privatization
+
+
+# -- English clitics ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("I'm here", ["I", "'m", "here"]),
+        ("my mother's house", ["my", "mother", "'s", "house"]),
+        ("don't DON'T can\u2019t won't", ["do", "n't", "DO", "N'T", "ca", "n\u2019t", "wo", "n't"]),
+        ("they're, we'll, you've, I'd, It\u2019S", ["they", "'re", "we", "'ll", "you", "'ve", "I", "'d", "It", "\u2019S"]),
+        ("she'd've", ["she", "'d", "'ve"]),
+        # not clitics: no stem, more letters, other words with apostrophes
+        ("'s n't x's's don'ts O'Brien rock'n'roll dogs' '90s", ["s", "n", "t", "x", "'s", "'s", "don", "ts", "O", "Brien", "rock", "n", "roll", "dogs", "90s"]),
+        ("mother's\u0301 mother''s", ["mother", "s\u0301", "mother", "s"]),
+    ],
+)
+def test_clitics_are_words_of_their_own(text, words):
+    parts = split_words(text)
+    assert "".join(parts) == text
+    assert parts[1::2] == words
+
+
+def _sample_sentences() -> list[str]:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "sample.txt"
+    return path.read_text(encoding="utf-8").splitlines() + [
+        "I'm sure they don't mind; it\u2019s fine, we'll see what you've got and I'd go. THEY'RE HERE."
+    ]
+
+
+def test_sample_sentences_keep_clitics_as_units():
+    """Madlib at epsilon 10 on the bundled embedding (which has no clitic tokens: a clitic is
+    looked up as its letters, ``'s`` as ``s``): every apostrophe-joined word comes out as a stem
+    plus a clitic, or a stem and a separate word; never a sampled word glued after the apostrophe
+    (``mother'huffington``)."""
+    import re
+
+    import deniable
+
+    mech = Madlib(deniable.load_embedding(), epsilon=10)
+    texts = _sample_sentences()
+    n_clitics = sum(1 for t in texts for w in split_words(t)[1::2] if clitic_pattern().fullmatch(w))
+    assert n_clitics == 8
+    glued = re.compile(r"\w['\u2019](\w+)")
+    as_clitic = seen = 0
+    for seed in range(20):
+        for src, out in zip(texts, mech.privatize(texts, rng=seed)):
+            for m in glued.finditer(out):
+                seen += 1
+                # the only letters after an apostrophe are a clitic's, and its stem is a word of its own
+                assert m.group(1).lower() in {"s", "m", "d", "re", "ll", "ve", "t"}, (src, out)
+                as_clitic += 1
+            assert out.count("'") + out.count("\u2019") <= src.count("'") + src.count("\u2019")
+    # at epsilon 10 the clitic letters are sampled back often enough to be seen as clitics
+    assert seen > 10 and as_clitic == seen
+
+
+def test_clitic_lookup_and_output():
+    """A clitic is looked up as its form ('s), else as its letters (s), and written back as a
+    clitic with the input's apostrophe; any other sampled word is put after a space."""
+    vocab = ["mother", "s", "do", "nt", "house", "dog"]
+    emb = Embedding(vocab, np.eye(len(vocab), dtype=np.float32))
+    same = Madlib(emb, epsilon=1e8)
+    assert privatize_texts(same, ["Mother's house; DON\u2019T"], rng=0) == ["Mother's house; DON\u2019T"]
+
+    class ToDog:
+        vocabulary = emb
+
+        def sample_ids(self, ids, rng=None):
+            return np.full(len(ids), vocab.index("dog"))
+
+    assert privatize_texts(ToDog(), ["Mother's house"], rng=0) == ["Dog dog dog"]
+    # a vocabulary with clitic tokens: looked up as such
+    emb2 = Embedding(["mother", "'s", "s"], np.eye(3, dtype=np.float32))
+    rec = []
+
+    class Record:
+        vocabulary = emb2
+
+        def sample_ids(self, ids, rng=None):
+            rec.append(np.asarray(ids).tolist())
+            return np.asarray(ids)
+
+    assert privatize_texts(Record(), ["mother\u2019s"], rng=0) == ["mother\u2019s"]
+    assert rec == [[0, 1]]
+
+
+def test_fast_splitters_split_like_the_word_pattern():
+    """split_words picks a faster pattern for texts without apostrophes or non-ASCII characters:
+    the same split as word_pattern on every pair of ASCII characters, with ’ and non-ASCII
+    material, and on random Unicode text."""
+    from deniable.text.tokenize import word_pattern
+
+    full = word_pattern().split
+    chars = [chr(c) for c in range(128)] + ["\u2019", "é", "\u0301", "\u00a0", "😀", "ς", "א"]
+    for a in chars:
+        for b in chars:
+            for t in (f"x{a}{b}y {a}z{b}", f"{a}n{b}t {b}s{a}"):
+                assert split_words(t) == full(t), repr(t)
+    rng = np.random.default_rng(0)
+    pool = np.array([*range(0x20, 0x7F), *range(0xA0, 0x250), *range(0x300, 0x370), 0x2019, 0x2018, 0x3C2, 0x5D0, 0x1F600, 0x200D, 9, 10])
+    for _ in range(3000):
+        t = "".join(map(chr, rng.choice(pool, size=int(rng.integers(0, 40)))))
+        assert split_words(t) == full(t), repr(t)

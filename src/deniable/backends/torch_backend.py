@@ -11,19 +11,19 @@ device="cuda")``.
 TEM: the same exact rejection sampler over the same neighbour tables). The tests check each
 against its closed form on CPU torch.
 
-**Exact nearest neighbour.** Madlib/Mahalanobis score every vocabulary vector by
-``‖e‖² − 2 q·e`` with one matrix product per block (fp32 by default) and keep each query's two
-best scores. A rigorous bound on the rounding error of a score (from the precision, the
-dimension, ‖q‖ and the largest ‖e‖) tells when the winner is certain; a query whose two best
-scores lie within twice that bound is re-ranked in float64 (matrix product, then the exact
-‖q − e‖² of the remaining candidates; ties go to the lowest id). So the output is the float64
-nearest neighbour in every precision: ``precision="tf32"`` or ``"bf16"`` (opt-in) only changes
-how many queries need the float64 re-rank, i.e. speed. ``exact=False`` skips the check and
-returns the raw argmin of the low-precision scores (approximate; the benchmark reports how often
-it differs). Vickrey's two nearest words are certified the same way: the computed top two are the
-exact two nearest when the third-best score lies more than twice the bound above the second;
-otherwise the query's candidates are re-measured in float64. BRR's Hamming search uses ±1 codes: H(q, c) = (n − q·c)/2, an integer that fp16 (on
-CUDA, n ≤ 2048 bits) or fp32 represents exactly, so it is exact by construction.
+**Exact nearest neighbour.** Madlib, Mahalanobis and Vickrey search with the torch engine of
+:mod:`deniable.neighbors` (:class:`~deniable.neighbors.torch_index.TorchEuclideanIndex`): a
+matrix product per block (fp32 by default, ``precision="tf32"`` or ``"bf16"`` opt-in), certified
+by the error bound that every exact engine shares, so the output is the float64 nearest word (or
+two nearest, for Vickrey) in every precision; ``exact=False`` returns the raw low-precision
+ranking (approximate). BRR's Hamming search uses ±1 codes: H(q, c) = (n − q·c)/2, an integer
+that fp16 (on CUDA, n ≤ 2048 bits) or fp32 represents exactly, so it is exact by construction.
+
+**TEM.** The device sampler takes its envelope (the sampling tables of
+:class:`~deniable.mechanisms._exponential.SamplingTables`, built once by the numpy mechanism) to
+the device and runs the rejection rounds of
+:meth:`~deniable.mechanisms._exponential.ExponentialSampler.sample` in tensor arithmetic: the
+one torch implementation of that sampler.
 
 **Randomness.** Each ``sample_ids`` call draws one 63-bit seed from the caller's ``rng`` (numpy
 Generator, int seed, ...) and seeds a ``torch.Generator`` on the device with it. A seed gives the
@@ -38,9 +38,6 @@ and the noise has the same distribution.
 
 from __future__ import annotations
 
-import contextlib
-import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -54,6 +51,7 @@ from ..mechanisms.madlib import Madlib
 from ..mechanisms.mahalanobis import Mahalanobis
 from ..mechanisms.tem import TEM
 from ..mechanisms.vickrey import Vickrey
+from ..neighbors.torch_index import PRECISIONS, TorchEuclideanIndex, matmul_precision, resolve_device
 
 __all__ = [
     "PRECISIONS",
@@ -71,37 +69,12 @@ __all__ = [
     "torch_generator",
 ]
 
-#: Matrix-product precisions of the Euclidean search (``"fp32"`` default).
-PRECISIONS = ("fp32", "tf32", "bf16")
-_U32 = 2.0**-24
-_U64 = 2.0**-53
-# Relative error of an operand converted for the matrix product (conservative: truncation) and
-# of the product's output format.
-_INPUT_ERR = {"fp32": 0.0, "tf32": 2.0**-10, "bf16": 2.0**-7}
-_OUTPUT_ERR = {"fp32": 0.0, "tf32": 0.0, "bf16": 2.0**-7}
 _DEFAULT_MEMORY = 1 << 30
 _NOISE_CHUNK = 1 << 16
 
 
 def _torch() -> Any:
     return import_optional("torch", purpose="backend='torch'")
-
-
-def resolve_device(device: Any) -> Any:
-    """A ``torch.device``; raises with the fix when CUDA is asked for but unavailable."""
-    torch = _torch()
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {device!r}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            f"device={device!r} but CUDA is not available to torch {torch.__version__} "
-            f"(built for CUDA {torch.version.cuda}); run on a machine with an NVIDIA GPU and a CUDA build of torch, or use device='cpu'"
-        )
-    if dev.type not in ("cuda", "cpu"):
-        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {device!r}")
-    return dev
 
 
 def torch_generator(rng: RNGLike, device: Any) -> Any:
@@ -113,278 +86,11 @@ def torch_generator(rng: RNGLike, device: Any) -> Any:
     return g
 
 
-@contextlib.contextmanager
-def _matmul_precision(level: str) -> Iterator[None]:
-    """Temporarily set torch's float32 matrix-product precision (``"highest"``: true fp32)."""
-    torch = _torch()
-    old = torch.get_float32_matmul_precision()
-    if old != level:
-        torch.set_float32_matmul_precision(level)
-    try:
-        yield
-    finally:
-        if old != level:
-            torch.set_float32_matmul_precision(old)
-
-
 class _Pending:
     """Placeholder index while the numpy constructor runs (the device index replaces it)."""
 
     def search(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never called
         raise RuntimeError("index not built yet")
-
-
-# -- exact Euclidean search -------------------------------------------------------------------
-
-
-class TorchEuclideanIndex:
-    """Exact Euclidean 1-NN on a torch device (ties: lowest id; float64-exact, see module docs).
-
-    Parameters
-    ----------
-    vectors
-        ``(V, d)`` vocabulary vectors.
-    device
-        ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
-    precision
-        ``"fp32"`` (default), ``"tf32"`` or ``"bf16"``: the format of the scoring matrix product.
-    exact
-        Re-rank uncertain queries in float64 (default), so the result is exact in every precision.
-    memory_bytes
-        Bound on the score buffer of one block (default 1 GiB).
-    """
-
-    def __init__(
-        self,
-        vectors: np.ndarray,
-        *,
-        device: Any = "cuda",
-        precision: str = "fp32",
-        exact: bool = True,
-        memory_bytes: int = _DEFAULT_MEMORY,
-    ) -> None:
-        torch = _torch()
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        v = np.array(vectors, dtype=np.float32, order="C", copy=True)  # torch needs a writable array
-        if v.ndim != 2 or v.shape[0] == 0:
-            raise ValueError(f"vectors must be a non-empty 2-D array, got shape {v.shape}")
-        self.device = resolve_device(device)
-        self.precision = precision
-        self.exact = bool(exact)
-        self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
-        self.size, self.dim = (int(s) for s in v.shape)
-        e2 = np.einsum("ij,ij->i", v.astype(np.float64), v.astype(np.float64))
-        self._max_norm = float(np.sqrt(e2.max()))
-        self.vectors = torch.from_numpy(v).to(self.device)
-        self._e2 = torch.from_numpy(e2.astype(np.float32)).to(self.device)
-        self._low: Any = self.vectors.to(torch.bfloat16) if precision == "bf16" else None
-        #: Counters: queries searched and queries re-ranked in float64.
-        self.stats = {"queries": 0, "reranked": 0}
-
-    def _blocks(self, n: int) -> tuple[int, int]:
-        cells = max(1, self.memory_bytes // 8)  # fp32 scores plus top-k temporaries
-        qb = int(min(max(cells // self.size, 64), 16384))
-        qb = max(1, min(qb, n))
-        vb = int(min(self.size, max(2, cells // qb)))
-        return qb, vb
-
-    def _query_blocks(self, q: Any) -> Iterator[tuple[int, Any, Any, int]]:
-        """``(start, queries, their bf16 copy or None, vocabulary block)`` per block of ``q``, with
-        torch's float32 matrix-product precision set for this index during the iteration."""
-        torch = _torch()
-        n = int(q.shape[0])
-        qb, vb = self._blocks(n)
-        with _matmul_precision("highest" if self.precision == "fp32" else "high"):
-            for s in range(0, n, qb):
-                qq = q[s : s + qb]
-                yield s, qq, (qq.to(torch.bfloat16) if self._low is not None else None), vb
-
-    def _scores(self, q: Any, q_low: Any, v0: int, w: int) -> Any:
-        torch = _torch()
-        if q_low is not None:
-            dot = (q_low @ self._low[v0 : v0 + w].T).float()
-            return torch.add(self._e2[v0 : v0 + w], dot, alpha=-2.0)
-        return torch.addmm(self._e2[v0 : v0 + w], q, self.vectors[v0 : v0 + w].T, beta=1.0, alpha=-2.0)
-
-    def score_error_bound(self, qnorm: Any) -> Any:
-        """Upper bound on |computed score − exact score| for queries of norm ``qnorm`` (doubled
-        for safety): operand conversion, accumulation over d+1 terms, output rounding."""
-        u_in, u_out, M = _INPUT_ERR[self.precision], _OUTPUT_ERR[self.precision], self._max_norm
-        qm = qnorm.double() * M * (1 + 1e-5)
-        dot = (2 * u_in + u_in * u_in + (self.dim + 2) * _U32 * (1 + u_in) ** 2) * qm + u_out * (1 + u_in) ** 2 * qm
-        err = 2 * dot + _U32 * M * M + 2 * _U32 * (M * M + 2 * qm)
-        return 2.0 * err
-
-    def search(self, queries: np.ndarray) -> np.ndarray:
-        """Nearest vocabulary id for each query row (numpy in, numpy out)."""
-        torch = _torch()
-        q = np.asarray(queries)
-        if q.ndim != 2 or q.shape[1] != self.dim:
-            raise ValueError(f"queries must have shape (n, {self.dim}), got {q.shape}")
-        t = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32)).to(self.device)
-        return self.search_tensor(t).cpu().numpy()
-
-    def search_tensor(self, q: Any) -> Any:
-        """Nearest vocabulary id for each row of the float32 device tensor ``q`` (int64 tensor)."""
-        torch = _torch()
-        n = int(q.shape[0])
-        out = torch.empty(n, dtype=torch.int64, device=self.device)
-        if n == 0:
-            return out
-        V = self.size
-        for s, qq, q_low, vb in self._query_blocks(q):
-            top_v: Any = None
-            top_i: Any = None
-            for v0 in range(0, V, vb):
-                w = min(vb, V - v0)
-                sc = self._scores(qq, q_low, v0, w)
-                val, idx = sc.min(dim=1, keepdim=True)
-                if self.exact and w > 1:
-                    # the runner-up score: mask the winner, one more pass (cheaper than topk)
-                    sc.scatter_(1, idx, math.inf)
-                    val = torch.cat([val, sc.amin(dim=1, keepdim=True)], 1)
-                    idx = torch.cat([idx, idx], 1)  # the runner-up's id is never used
-                idx = idx + v0
-                if top_v is None:
-                    top_v, top_i = val, idx
-                else:
-                    cv, ci = torch.cat([top_v, val], 1), torch.cat([top_i, idx], 1)
-                    k = 2 if self.exact else 1
-                    top_v, pos = torch.topk(cv, min(k, cv.shape[1]), dim=1, largest=False, sorted=True)
-                    top_i = torch.gather(ci, 1, pos)
-            best = top_i[:, 0].clone()
-            if self.exact and top_v.shape[1] > 1:
-                tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
-                unsure = (top_v[:, 1] - top_v[:, 0]).double() <= 2 * tol
-                rows = torch.nonzero(unsure).flatten()
-                if rows.numel():
-                    if vb == V:  # the block's scores are at hand: re-rank only the candidates
-                        thr = (top_v[rows, 0].double() + 2 * tol[rows]).float()
-                        thr = torch.nextafter(thr, torch.full_like(thr, math.inf))
-                        best[rows] = self._rerank_candidates(qq[rows], sc[rows], thr, best[rows])
-                    else:
-                        best[rows] = self._rerank(qq[rows])
-                    self.stats["reranked"] += int(rows.numel())
-            out[s : s + qq.shape[0]] = best
-        self.stats["queries"] += n
-        return out
-
-    def two_nearest_tensor(self, q: Any) -> tuple[Any, Any]:
-        """The two nearest vocabulary ids of each row of the float32 device tensor ``q`` and their
-        float64 Euclidean distances, nearest first (ties: lowest id), as ``(n, 2)`` tensors.
-
-        Per block the three best computed scores are kept. The computed top two are the exact two
-        nearest when the third score exceeds the second by more than twice the error bound (every
-        other id is then strictly farther); other queries are re-ranked in float64
-        (:meth:`_rerank_k`). Needs at least two vocabulary vectors."""
-        torch = _torch()
-        n, V = int(q.shape[0]), self.size
-        if V < 2:
-            raise ValueError("the two nearest words need a vocabulary of at least two vectors")
-        ids = torch.empty((n, 2), dtype=torch.int64, device=self.device)
-        dist = torch.empty((n, 2), dtype=torch.float64, device=self.device)
-        if n == 0:
-            return ids, dist
-        k = min(3, V)
-        for s, qq, q_low, vb in self._query_blocks(q):
-            top_v: Any = None
-            top_i: Any = None
-            for v0 in range(0, V, vb):
-                w = min(vb, V - v0)
-                val, idx = torch.topk(self._scores(qq, q_low, v0, w), min(k, w), dim=1, largest=False, sorted=True)
-                idx = idx + v0
-                if top_v is not None:
-                    val, pos = torch.topk(torch.cat([top_v, val], 1), k, dim=1, largest=False, sorted=True)
-                    idx = torch.gather(torch.cat([top_i, idx], 1), 1, pos)
-                top_v, top_i = val, idx
-            cand = top_i[:, :2].clone()
-            diff = qq[:, None, :].double() - self.vectors[cand].double()
-            d = torch.sqrt((diff * diff).sum(2))
-            if self.exact and k == 3:
-                tol = self.score_error_bound(torch.linalg.vector_norm(qq, dim=1))
-                rows = torch.nonzero((top_v[:, 2] - top_v[:, 1]).double() <= 2 * tol).flatten()
-                if rows.numel():
-                    cand[rows], d[rows] = self._rerank_k(qq[rows], 2)
-                    self.stats["reranked"] += int(rows.numel())
-            swap = (d[:, 1] < d[:, 0]) | ((d[:, 1] == d[:, 0]) & (cand[:, 1] < cand[:, 0]))
-            ids[s : s + qq.shape[0]] = torch.where(swap[:, None], cand.flip(1), cand)
-            dist[s : s + qq.shape[0]] = torch.where(swap[:, None], d.flip(1), d)
-        self.stats["queries"] += n
-        return ids, dist
-
-    def _f64_tol(self, qn: Any) -> Any:
-        """Bound on the rounding error of a float64 score ``‖e‖² − 2q·e`` for queries of norm ``qn``."""
-        M = self._max_norm
-        return 4 * (self.dim + 2) * _U64 * (M * M + 2 * qn * M) + 1e-300
-
-    def _f64_scores(self, q64: Any, v0: int, w: int) -> Any:
-        """Float64 ``‖e‖² − 2q·e`` of the vectors ``v0 .. v0+w`` (``‖e‖²`` in float64 from the float32 vectors)."""
-        torch = _torch()
-        blk = self.vectors[v0 : v0 + w].double()
-        return torch.addmm((blk * blk).sum(1), q64, blk.T, beta=1.0, alpha=-2.0)
-
-    def _rerank_k(self, q: Any, k: int) -> tuple[Any, Any]:
-        """Float64 ``k`` nearest of each row of ``q`` (``k`` ≤ V), nearest first, ties to the lowest
-        id: ids and distances, ``(f, k)``. Pass 1 finds each row's k-th best float64 score s_k;
-        every id that can be among the exact k nearest scores at most s_k + 2·tol (k ids have
-        exact scores ≤ s_k + tol), so pass 2 collects those candidates and re-measures them as
-        ‖q − e‖²."""
-        torch = _torch()
-        f, V = int(q.shape[0]), self.size
-        q64 = q.double()
-        tol = self._f64_tol(torch.linalg.vector_norm(q64, dim=1))
-        vb = int(min(V, max(k, (self.memory_bytes // 16) // max(f, 1))))
-        top: Any = None
-        for v0 in range(0, V, vb):
-            val = torch.topk(self._f64_scores(q64, v0, min(vb, V - v0)), k, dim=1, largest=False).values
-            top = val if top is None else torch.topk(torch.cat([top, val], 1), k, dim=1, largest=False).values
-        thr = (top.max(dim=1).values + 2 * tol)[:, None]
-        rows_l, ids_l = [], []
-        for v0 in range(0, V, vb):
-            r, c = torch.nonzero(self._f64_scores(q64, v0, min(vb, V - v0)) <= thr, as_tuple=True)
-            rows_l.append(r)
-            ids_l.append(c + v0)
-        rows, ids = torch.cat(rows_l), torch.cat(ids_l)
-        diff = q64[rows] - self.vectors[ids].double()
-        d2 = (diff * diff).sum(1)
-        # order candidates by (row, d2, id): stable sorts, least significant key first
-        for key in range(3):
-            o = torch.argsort((ids, d2, rows)[key], stable=True)
-            rows, ids, d2 = rows[o], ids[o], d2[o]
-        counts = torch.bincount(rows, minlength=f)
-        pick = (torch.cumsum(counts, 0) - counts)[:, None] + torch.arange(k, device=self.device)
-        return ids[pick], torch.sqrt(d2[pick])
-
-    def _rerank_candidates(self, q: Any, sc: Any, thr: Any, winner: Any) -> Any:
-        """Float64 nearest neighbour of each row of ``q`` among the ids whose computed score is
-        at most ``thr`` (the winner's column of ``sc`` was masked, so ``winner`` is added).
-        Every id that can be the exact nearest is a candidate: its computed score is at most
-        its exact score + E <= the winner's exact score + E <= the winner's computed score + 2E."""
-        torch = _torch()
-        f = int(q.shape[0])
-        r, c = torch.nonzero(sc <= thr[:, None], as_tuple=True)
-        rows = torch.cat([torch.arange(f, device=self.device), r])
-        ids = torch.cat([winner, c])
-        d2 = torch.empty(rows.shape[0], dtype=torch.float64, device=self.device)
-        step = max(1, (self.memory_bytes // 4) // (8 * self.dim))
-        for a in range(0, rows.shape[0], step):
-            diff = q[rows[a : a + step]].double() - self.vectors[ids[a : a + step]].double()
-            d2[a : a + step] = (diff * diff).sum(1)
-        return _lowest_id_of_min(f, rows, ids, d2, self.size, self.device)
-
-    def _rerank(self, q: Any) -> Any:
-        """Float64 nearest neighbour of each row of ``q`` (ties: lowest id)."""
-        return self._rerank_k(q, 1)[0][:, 0]
-
-
-def _lowest_id_of_min(f: int, rows: Any, ids: Any, d2: Any, V: int, device: Any) -> Any:
-    """Per row (0..f-1) of the (rows, ids, d2) candidate triples: the lowest id of least d2."""
-    torch = _torch()
-    rmin = torch.full((f,), math.inf, dtype=torch.float64, device=device).scatter_reduce(0, rows, d2, "amin")
-    is_best = d2 == rmin[rows]
-    pick = torch.full((f,), V, dtype=torch.int64, device=device)
-    return pick.scatter_reduce(0, rows[is_best], ids[is_best], "amin")
 
 
 # -- exact Hamming search ---------------------------------------------------------------------
@@ -429,7 +135,7 @@ class TorchHammingIndex:
         n = int(q.shape[0])
         out = torch.empty(n, dtype=torch.int64, device=self.device)
         qb = self._rows_per_block()
-        with _matmul_precision("highest"):
+        with matmul_precision("highest"):
             for s in range(0, n, qb):
                 sc = q[s : s + qb] @ self.codes.T
                 mx, arg = sc.max(dim=1)
@@ -601,7 +307,7 @@ class _TorchEllipticalNoise(_TorchEuclidean):
         z = super().sample_noise_tensor(n, generator)
         if self.lam == 0:
             return z
-        with _matmul_precision("highest"):
+        with matmul_precision("highest"):
             return z @ self._sqrt_t
 
 
@@ -766,7 +472,7 @@ def _rebuild_brr(be: Any, epsilon: float, device: str, memory_bytes: int) -> Tor
 
 class TorchTEM(_TorchMixin, TEM):
     """:class:`~deniable.mechanisms.tem.TEM` sampled with torch: the same exact rejection sampler
-    (class docs of TEM) with its neighbour tables on the device. Same guarantee (TEM paper
+    (class docs of TEM) over the same sampling tables, on the device. Same guarantee (TEM paper
     Theorem 2): ε·d-privacy for the chosen metric over the vocabulary ∪ {UNK}. A user-callable
     metric is evaluated on the CPU for the (rare) draws that need a distance.
 
@@ -821,7 +527,7 @@ class TorchTEM(_TorchMixin, TEM):
                 "complete": put(T.complete, torch.bool),
                 "env": put(T.env, torch.float64),
                 "points": put(np.vstack([self.embedding.vectors, self.embedding.mean[None, :]]), torch.float32),
-                "halvings": max(1, int(T.max_count).bit_length()),
+                "halvings": T.halvings,
             }
         return self._dev
 
@@ -848,6 +554,10 @@ class TorchTEM(_TorchMixin, TEM):
         return diff.abs().amax(1)  # chebyshev
 
     def _sample_tensor(self, ids: Any, g: Any) -> Any:
+        """The rejection rounds of :meth:`~deniable.mechanisms._exponential.ExponentialSampler.sample`
+        in tensor arithmetic, over the numpy mechanism's own
+        :class:`~deniable.mechanisms._exponential.SamplingTables` (put on the device once): the
+        one torch implementation of the exact sampler. Same distribution, other random streams."""
         torch = _torch()
         D = self._device_tables()
         a, gam, V = self.epsilon / 2.0, self.gamma, self.n_words

@@ -620,15 +620,23 @@ def _faiss_flat(mech: Any) -> bool:
     return isinstance(mech.index, FaissBinaryIndex) and mech.index.exact
 
 
-def _hamming_sorted(mech: Any, k: int) -> Callable[[np.ndarray], np.ndarray]:
-    """``f(queries) -> (n, k)`` smallest Hamming distances to the vocabulary's codes, ascending
-    (the mechanism's exact index: FAISS flat or the numpy scan)."""
-    from ..binary.hamming import FaissBinaryIndex, HammingIndex
+def _exact_knn(mech: Any) -> Any:
+    """The mechanism's exact k-nearest-neighbour engine over its binary codes, with the k-NN API
+    of :class:`deniable.neighbors.NearestNeighbors` (``knn(queries, k) -> (ids, distances)``,
+    nearest first): its own index when that is exact (FAISS flat or the numpy scan), else the
+    numpy scan."""
+    from ..binary.hamming import HammingIndex
 
-    idx = mech.index
-    if not isinstance(idx, (FaissBinaryIndex, HammingIndex)):
-        idx = HammingIndex(mech.binary_embedding.codes)
-    return lambda q: idx.knn(q, k)[1]
+    idx = getattr(mech, "index", None)
+    if getattr(idx, "exact", False) and callable(getattr(idx, "knn", None)):
+        return idx
+    return HammingIndex(mech.binary_embedding.codes)
+
+
+def _hamming_sorted(mech: Any, k: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``f(queries) -> (n, k)`` smallest Hamming distances to the vocabulary's codes, ascending."""
+    engine = _exact_knn(mech)
+    return lambda q: engine.knn(q, k)[1]
 
 
 def _flips_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, draws: int, confidence: float, gen: np.random.Generator,
@@ -854,10 +862,8 @@ def _isolated_words(probe: Any, m: int) -> np.ndarray:
     ext = extreme_words(probe, m, k=10)
     be = getattr(probe, "binary_embedding", None)
     if ext.size == 0 and be is not None:
-        from ..binary.hamming import HammingIndex
-
         V = len(be)
-        _, d = HammingIndex(be.codes).knn(be.codes[:V], min(11, V))
+        _, d = _exact_knn(probe).knn(be.codes[:V], min(11, V))
         ids = np.arange(V)
         first = np.lexsort((ids, -d[:, 1] if d.shape[1] > 1 else -d[:, 0]))[:m]
         kth = np.lexsort((ids, -d[:, -1]))[:m]

@@ -15,7 +15,7 @@ from ..mechanisms.registry import available_mechanisms
 from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, input_size, progress
-from ._options import parse_params
+from ._options import mechanism_name, parse_params
 from ._spark import check_master, check_pyspark
 from ._targets import SurvivalTracker, build_targeted, summary_lines, target_options
 from .ledger import KEY_VARIABLE, LedgerRun
@@ -157,7 +157,8 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Output file ('-' = stdout); a folder when several inputs are given; with --spark, the output directory (written atomically, must not exist).")
-@click.option("-m", "--mechanism", required=True, help=f"Mechanism name: {', '.join(available_mechanisms())}.")
+@click.option("-m", "--mechanism", required=True, callback=lambda ctx, param, value: mechanism_name(value),
+              help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @target_options
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
 @click.option("--fit", "fit_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Corpus to fit the mechanism to (a text file, one text per line): santext_plus takes its sensitive words, the least frequent fraction w, from it. Not with --max-nw.")

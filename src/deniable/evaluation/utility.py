@@ -126,9 +126,10 @@ def _ascii_separators() -> dict[int, str]:
 def tokens_of(text: str) -> list[str]:
     """The feature tokens of ``text``: :func:`deniable.text.words_of`, each NFC-normalized and
     lower-cased exactly as an uncased vocabulary lookup does (:func:`deniable.text.lookup_key`)."""
-    if text.isascii():
-        # ASCII: lower-casing the whole text changes no separator and NFC is the identity, and
-        # the words are the runs between separators: C-level calls instead of one per word
+    if text.isascii() and "'" not in text:
+        # ASCII without apostrophes (so without clitics): lower-casing the whole text changes no
+        # separator and NFC is the identity, and the words are the runs between separators:
+        # C-level calls instead of one per word
         return text.lower().translate(_ascii_separators()).split()
     return [lookup_key(w, lower=True) for w in words_of(text)]
 

@@ -1,17 +1,17 @@
 """Exact, vectorized sampling from (truncated) exponential-mechanism distributions over words.
 
-Shared by :mod:`~deniable.mechanisms.santext` (SanText, SanText+) and any mechanism whose output
-distribution for a query point q_r is
+The library's one exact exponential sampler (TEM, SanText, SanText+ and KnnTEM use it), for
+output distributions of the form
 
-    P[y | r] ∝ exp(−a·min(d(q_r, x_y), γ))      over target words y = 0..V−1,
+    P[y | r] ∝ exp(−a·min(d(q_r, x_y), γ_r))      over target words y = 0..V−1,
 
 with query points (rows) and targets that may differ (SanText+ samples only sensitive words).
-The sampler is TEM's (see :class:`deniable.mechanisms.tem.TEM`, "How it samples"), written
-for distinct query and target sets: a k-nearest table (exact distances, and a bound b_r below
-which no unlisted target lies) gives the envelope (u_y − g)⁺·[y listed] + g with
-g = exp(−a·min(b_r, γ)); a round draws a listed target by inverse CDF, or a uniform target
-accepted with probability min(1, u_y/g) (one distance); rejected rounds restart. The output is
-exactly P[y | r]. Only the rejection rounds loop, over the tokens still pending.
+A k-nearest table (exact distances, and a bound b_r below which no unlisted target lies) gives
+the envelope (u_y − g)⁺·[y listed] + g with g = exp(−a·min(b_r, γ_r)) (:class:`SamplingTables`);
+a round draws a listed target by inverse CDF, or a uniform target accepted with probability
+min(1, u_y/g) (one distance); rejected rounds restart. The output is exactly P[y | r] (proof:
+:class:`deniable.mechanisms.tem.TEM`, "How it samples"). Only the rejection rounds loop, over
+the tokens still pending (:class:`ExponentialSampler`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,18 @@ import numpy as np
 from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
-from ..neighbors.neighborhoods import Neighborhoods, cache_directory, knn_neighborhoods, row_distances
+from ..neighbors.neighborhoods import Neighborhoods, cache_directory, knn_neighborhoods, row_distances, store_neighborhoods
 
-__all__ = ["ExponentialSampler", "PointsWithUnk", "log_probability_rows_by_block", "self_probabilities_by_block", "self_probability_curves", "subset_knn"]
+__all__ = [
+    "ExponentialSampler",
+    "SamplingTables",
+    "PointsWithUnk",
+    "RowSubset",
+    "log_probability_rows_by_block",
+    "self_probabilities_by_block",
+    "self_probability_curves",
+    "subset_knn",
+]
 
 
 def self_probability_curves(scores: np.ndarray, own: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
@@ -110,57 +119,69 @@ class PointsWithUnk:
         return out
 
 
+class RowSubset:
+    """Row ``i`` of ``points[rows]`` without copying: ``RowSubset(points, rows)[idx]`` is
+    ``points[rows[idx]]`` (the query points of a table built for some rows only)."""
+
+    def __init__(self, points: Any, rows: np.ndarray) -> None:
+        self.points = points
+        self.rows = np.asarray(rows, dtype=np.int64)
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        return np.asarray(self.points[self.rows[np.asarray(idx, dtype=np.int64)]])
+
+
+def _excess(shift: np.ndarray, d: np.ndarray, env: np.ndarray, a: float) -> np.ndarray:
+    """Listed excess weight (u_y − g)⁺ relative to the row's largest weight e^(−shift):
+    u_y·(1 − e^(−a(env − d)))⁺ (zero for a listed target beyond a loose bound: the uniform part
+    then gives it exactly u_y)."""
+    return np.exp(shift - a * d) * -np.expm1(-a * np.maximum(env - d, 0.0))
+
+
 @dataclass(frozen=True)
-class _Tables:
-    start: np.ndarray  # (R,) first entry of row r in ids/cum
-    count: np.ndarray  # (R,) listed targets of row r with d <= γ
-    ids: np.ndarray  # (nnz,) target indices
-    cum: np.ndarray  # (nnz,) cumulative excess weights within each row
-    list_mass: np.ndarray  # (R,)
-    unif_mass: np.ndarray  # (R,) V * g_r (relative to the row's largest weight)
-    complete: np.ndarray  # (R,) bound >= γ: uniform proposals are always accepted
-    env: np.ndarray  # (R,) min(bound, γ)
-    shift: np.ndarray  # (R,) a * (smallest listed distance, capped at γ)
-    max_count: int
+class SamplingTables:
+    """The envelope of :class:`ExponentialSampler` for every query row r (see the module docs):
+    the listed targets with d ≤ γ_r and their cumulative excess weights, the listed mass S_r and
+    the uniform mass V·g_r (both relative to the row's largest weight e^(−shift_r)), whether the
+    bound reaches γ_r (uniform proposals then need no distance), and env_r = min(b_r, γ_r).
 
-
-class ExponentialSampler:
-    """Exact sampler of P[y | r] ∝ exp(−a·min(d(q_r, x_y), γ)).
-
-    Parameters
-    ----------
-    points
-        Query points, indexable by integer arrays (rows 0..R−1).
-    targets
-        ``(V, dim)`` target vectors.
-    nb
-        k-nearest (or radius) table: row r lists targets near ``points[r]`` with exact distances,
-        and a valid lower bound on the distance to every unlisted target.
-    a
-        The exponent's scale (ε/2 for the exponential mechanism with sensitivity d).
-    gamma
-        Truncation γ (``inf``: none), a number or one value per row.
-    metric
-        The metric of ``nb`` (name or callable), for the distances of uniform proposals.
+    Built from a CSR neighbourhood table (:meth:`from_neighborhoods`) or from dense rows of
+    recomputed distances (:meth:`from_rows`); the torch backend takes these arrays to the device.
     """
 
-    def __init__(self, points: Any, targets: np.ndarray, nb: Neighborhoods, a: float, gamma: float | np.ndarray, metric: str | Callable[..., np.ndarray]) -> None:
-        self.points = points
-        self.targets = targets
-        self.a = float(a)
-        self.gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (nb.n_rows,))
-        self.metric = metric
-        self.V = int(targets.shape[0])
-        self.tables = self._build(nb)
+    start: np.ndarray  # (R,) int64: first entry of row r in ids/cum
+    count: np.ndarray  # (R,) int64: entries of row r (listed targets with d <= γ_r)
+    ids: np.ndarray  # (nnz,) target indices
+    cum: np.ndarray  # (nnz,) float64: cumulative excess weights within each row
+    list_mass: np.ndarray  # (R,) S_r
+    unif_mass: np.ndarray  # (R,) V * g_r (relative to the row's largest weight)
+    complete: np.ndarray  # (R,) bool: bound >= γ_r, uniform proposals are always accepted
+    env: np.ndarray  # (R,) min(bound, γ_r)
+    shift: np.ndarray  # (R,) a * (smallest listed distance, capped at env or γ)
+    max_count: int
 
-    def _build(self, nb: Neighborhoods) -> _Tables:
-        a, g, V = self.a, self.gamma, self.V
+    @property
+    def n_rows(self) -> int:
+        return int(self.start.shape[0])
+
+    @property
+    def halvings(self) -> int:
+        """Steps of the binary search that inverts a row's cumulative weights."""
+        return max(1, int(self.max_count).bit_length())
+
+    @classmethod
+    def from_neighborhoods(cls, nb: Neighborhoods, a: float, gamma: float | np.ndarray, n_targets: int) -> SamplingTables:
+        """Tables of P[y | r] ∝ exp(−a·min(d(q_r, x_y), γ_r)) over ``n_targets`` targets from a
+        neighbourhood table (rows sorted by distance, exact distances, a valid bound per row)."""
         R = nb.n_rows
+        g = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (R,))
         sizes = np.diff(nb.indptr)
         row_of = np.repeat(np.arange(R), sizes)
         env = np.minimum(nb.bound, g)
         complete = nb.bound >= g
-        keep = np.flatnonzero(nb.distances <= g[row_of])  # a prefix of each (sorted) row
+        # rows are sorted by distance, so the entries with d <= γ are a prefix of each row; for
+        # an incomplete row (bound < γ) that prefix is the whole row
+        keep = np.flatnonzero(nb.distances <= g[row_of])
         count = np.bincount(row_of[keep], minlength=R).astype(np.int64)
         ids = nb.indices[keep].astype(np.int32, copy=False)
         d = nb.distances[keep]
@@ -168,8 +189,8 @@ class ExponentialSampler:
         first = g.copy()
         has = count > 0
         first[has] = nb.distances[nb.indptr[:-1][has]]
-        shift = a * np.minimum(first, g)
-        w = np.exp(shift[r] - a * d) * -np.expm1(-a * np.maximum(env[r] - d, 0.0))
+        shift = a * np.minimum(first, g)  # weights are relative to the row's largest weight
+        w = _excess(shift[r], d, env[r], a)
         start = np.zeros(R, dtype=np.int64)
         np.cumsum(count[:-1], out=start[1:])
         cum = np.empty_like(w)
@@ -190,8 +211,71 @@ class ExponentialSampler:
                 cum[s0:s1] = pad[mask]
         list_mass = np.zeros(R)
         list_mass[has] = cum[start[has] + count[has] - 1]
-        unif_mass = V * np.exp(shift - a * env)
-        return _Tables(start, count, ids, cum, list_mass, unif_mass, complete, env, shift, max_count)
+        unif_mass = n_targets * np.exp(shift - a * env)
+        return cls(start, count, ids, cum, list_mass, unif_mass, complete, env, shift, max_count)
+
+    @classmethod
+    def from_rows(cls, ids: np.ndarray, d: np.ndarray, bound: np.ndarray, a: float, gamma: float | np.ndarray, n_targets: int) -> SamplingTables:
+        """Tables from dense rows: ``ids`` ``(R, K)`` listed targets of each row with their exact
+        distances ``d`` (any order) and ``bound`` ``(R,)``, a lower bound on the distance of
+        every unlisted target. Every row keeps its K entries; those beyond γ_r get zero excess
+        weight, so a draw below S_r never returns them."""
+        R, K = ids.shape
+        g = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (R,))
+        env = np.minimum(bound, g)
+        complete = bound >= g
+        listed = d <= g[:, None]
+        shift = a * np.minimum(np.where(listed, d, np.inf).min(axis=1), env)  # weights relative to the row's largest
+        w = np.where(listed, _excess(shift[:, None], d, env[:, None], a), 0.0)
+        cum = np.cumsum(w, axis=1)
+        return cls(
+            np.arange(R, dtype=np.int64) * K, np.full(R, K, dtype=np.int64), ids.reshape(-1), cum.reshape(-1),
+            cum[:, -1].copy(), n_targets * np.exp(shift - a * env), complete, env, shift, K,
+        )
+
+
+class ExponentialSampler:
+    """Exact sampler of P[y | r] ∝ exp(−a·min(d(q_r, x_y), γ_r)): the rejection rounds of the
+    module docs over :class:`SamplingTables`. The one numpy implementation (the torch backend's
+    TEM runs the same rounds on the device, on the same tables).
+
+    Parameters
+    ----------
+    points
+        Query points, indexable by integer arrays (rows 0..R−1).
+    targets
+        ``(V, dim)`` target vectors.
+    nb
+        k-nearest (or radius) table: row r lists targets near ``points[r]`` with exact distances,
+        and a valid lower bound on the distance to every unlisted target.
+    a
+        The exponent's scale (ε/2 for the exponential mechanism with sensitivity d).
+    gamma
+        Truncation γ (``inf``: none), a number or one value per row.
+    metric
+        The metric of ``nb`` (name or callable), for the distances of uniform proposals.
+    """
+
+    def __init__(self, points: Any, targets: np.ndarray, nb: Neighborhoods, a: float, gamma: float | np.ndarray, metric: str | Callable[..., np.ndarray]) -> None:
+        self._setup(points, targets, SamplingTables.from_neighborhoods(nb, float(a), gamma, int(targets.shape[0])), a, gamma, metric)
+
+    @classmethod
+    def from_tables(
+        cls, points: Any, targets: np.ndarray, tables: SamplingTables, a: float, gamma: float | np.ndarray, metric: str | Callable[..., np.ndarray]
+    ) -> ExponentialSampler:
+        """A sampler over ready ``tables`` (built with the same ``a``, ``gamma`` and targets)."""
+        self = cls.__new__(cls)
+        self._setup(points, targets, tables, a, gamma, metric)
+        return self
+
+    def _setup(self, points: Any, targets: np.ndarray, tables: SamplingTables, a: float, gamma: float | np.ndarray, metric: str | Callable[..., np.ndarray]) -> None:
+        self.points = points
+        self.targets = targets
+        self.a = float(a)
+        self.gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (tables.n_rows,))
+        self.metric = metric
+        self.V = int(targets.shape[0])
+        self.tables = tables
 
     def sample(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Target indices, one exact draw per entry of ``rows`` (int64)."""
@@ -200,12 +284,13 @@ class ExponentialSampler:
         rows = np.asarray(rows, dtype=np.int64)
         out = np.empty(rows.shape[0], dtype=np.int64)
         pending = np.arange(rows.shape[0])
-        n_halvings = max(1, int(T.max_count).bit_length())
+        n_halvings = T.halvings
         while pending.size:
             r = rows[pending]
             S = T.list_mass[r]
             x = rng.random(r.size) * (S + T.unif_mass[r])
             from_list = x < S
+            # listed part: inverse CDF by a vectorized binary search within each row
             if from_list.any():
                 rl, xl = r[from_list], x[from_list]
                 base = T.start[rl]
@@ -217,13 +302,14 @@ class ExponentialSampler:
                     lo = np.where(right, mid + 1, lo)
                     hi = np.where(right, hi, mid)
                 out[pending[from_list]] = T.ids[base + lo]
+            # uniform part: y uniform on the targets, accepted with probability min(1, u_y / g)
             rest = ~from_list
             if not rest.any():
                 break
             tok = pending[rest]
             ru = r[rest]
             y = rng.integers(0, V, size=ru.size)
-            accept = T.complete[ru]
+            accept = T.complete[ru]  # a copy (fancy indexing)
             check = np.flatnonzero(~accept)
             if check.size:
                 rc = ru[check]
@@ -266,10 +352,4 @@ def subset_knn(
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
     queries = np.vstack([embedding.vectors, embedding.mean[None, :]])
     nb = knn_neighborhoods(queries, embedding.vectors[target_ids], k, metric, memory_bytes=memory_bytes, progress=progress, fingerprint=fp)
-    if path is not None:
-        try:
-            nb.save(path)
-        except OSError as exc:
-            warnings.warn(f"could not write the neighbourhood cache {path} ({exc}); continuing without it", DeniableWarning, stacklevel=2)
-            path = None
-    return nb, path
+    return nb, store_neighborhoods(nb, path)

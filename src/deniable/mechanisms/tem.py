@@ -11,7 +11,6 @@ import math
 import numbers
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
 from ..neighbors.neighborhoods import KnnIds, Neighborhoods, embedding_neighborhoods, row_distances
-from ._exponential import log_probability_rows_by_block
+from ._exponential import ExponentialSampler, PointsWithUnk, RowSubset, SamplingTables, log_probability_rows_by_block
 from .base import EmbeddingMechanism, Guarantee
 
 __all__ = ["TEM", "theorem3_gamma", "TEM_METRICS"]
@@ -48,38 +47,6 @@ def theorem3_gamma(epsilon: float, n_words: int, beta: float) -> float:
     if x <= 1.0:
         return 0.0
     return 2.0 / epsilon * math.log(x)
-
-
-class _PointsWithUnk:
-    """Row ``i < V``: ``vectors[i]``; row ``V``: the UNK point (vocabulary mean). No copy."""
-
-    def __init__(self, vectors: np.ndarray, unk: np.ndarray) -> None:
-        self.vectors = vectors
-        self.unk = unk
-        self.V = vectors.shape[0]
-
-    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
-        idx = np.asarray(idx, dtype=np.int64)
-        out = self.vectors[np.minimum(idx, self.V - 1)]
-        is_unk = idx == self.V
-        if is_unk.any():
-            out[is_unk] = self.unk
-        return out
-
-
-@dataclass(frozen=True)
-class _Tables:
-    """Per-(ε, γ) sampling tables over rows 0..V (row V = UNK); see the class docstring."""
-
-    start: np.ndarray  # (R,) int64: first entry of row r in ``ids``/``cum``
-    count: np.ndarray  # (R,) int64: c_r, entries of the row with d <= γ
-    ids: np.ndarray  # (nnz,) int32
-    cum: np.ndarray  # (nnz,) float64: cumulative excess weights within each row
-    list_mass: np.ndarray  # (R,) S_r
-    unif_mass: np.ndarray  # (R,) |W| * g_r
-    complete: np.ndarray  # (R,) bool: bound_r >= γ (uniform part needs no distance)
-    env: np.ndarray  # (R,) min(bound_r, γ)
-    max_count: int
 
 
 class TEM(EmbeddingMechanism):
@@ -123,7 +90,9 @@ class TEM(EmbeddingMechanism):
     (S_w + |W|g)/Σu ≤ 1 + |W|·g/Σu: at large ε b_w ≥ γ for almost every word and a draw is a
     table lookup; at small ε (γ beyond most distances) g is the k-th neighbour's weight and the
     mean stays a few rounds on GloVe with k = 128. The batch is sampled with array operations;
-    only the rejection rounds loop, over the tokens still pending.
+    only the rejection rounds loop, over the tokens still pending. This is the library's one
+    exact exponential sampler, :class:`~deniable.mechanisms._exponential.ExponentialSampler`
+    (SanText, SanText+ and KnnTEM use it too).
 
     ``neighbors="radius"`` uses Algorithm 3's pre-computed L_w (b_w = γ, so no rejection ever);
     it is cached per γ and only practical where the neighbourhoods are small (large ε).
@@ -227,8 +196,8 @@ class TEM(EmbeddingMechanism):
         self.storage = storage
         self.cache_file: Path | None = None
         self._nb: Neighborhoods | KnnIds | None = None
-        self._tables: _Tables | None = None
-        self._pts = _PointsWithUnk(self.embedding.vectors, self.embedding.mean)
+        self._tables: SamplingTables | None = None
+        self._pts = PointsWithUnk(self.embedding.vectors, self.embedding.mean)
 
     # -- the distribution ------------------------------------------------------------------
     def _row(self, word_or_id: str | int, oov: str) -> int:
@@ -320,146 +289,41 @@ class TEM(EmbeddingMechanism):
             "table_entries": float(T.ids.size),
         }
 
-    def _get_tables(self) -> _Tables:
+    def _get_tables(self) -> SamplingTables:
         if self._tables is None:
             nb = self.precompute()
             if not isinstance(nb, Neighborhoods):
                 raise RuntimeError("in-memory sampling tables need storage='table'")
-            self._tables = self._build_tables(nb)
+            self._tables = SamplingTables.from_neighborhoods(nb, self.epsilon / 2.0, self.gamma, self.n_words)
         return self._tables
 
-    def _build_tables(self, nb: Neighborhoods) -> _Tables:
-        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
-        R = nb.n_rows
-        sizes = np.diff(nb.indptr)
-        row_of = np.repeat(np.arange(R), sizes)
-        env = np.minimum(nb.bound, g)
-        complete = nb.bound >= g
-        # Rows are sorted by distance, so the entries with d <= γ are a prefix of each row; for
-        # an incomplete row (bound < γ) that prefix is the whole row.
-        keep = np.flatnonzero(nb.distances <= g)
-        count = np.bincount(row_of[keep], minlength=R).astype(np.int64)
-        ids = nb.indices[keep].astype(np.int32, copy=False)
-        d = nb.distances[keep]
-        r = row_of[keep]
-        first = np.full(R, g)
-        has = count > 0
-        first[has] = nb.distances[nb.indptr[:-1][has]]
-        shift = a * np.minimum(first, g)  # weights are relative to the row's largest weight
-        # excess weight (u_y - g)^+ = u_y * (1 - exp(-a (env - d)))^+ (zero for a listed word
-        # beyond a loose bound: the uniform part then gives it exactly u_y)
-        w = np.exp(shift[r] - a * d) * -np.expm1(-a * np.maximum(env[r] - d, 0.0))
-        start = np.zeros(R, dtype=np.int64)
-        np.cumsum(count[:-1], out=start[1:])
-        cum = np.empty_like(w)
-        max_count = int(count.max()) if R else 0
-        if max_count:
-            rows_per_block = max(1, (8 << 20) // (8 * max_count))
-            for r0 in range(0, R, rows_per_block):
-                cc = count[r0 : r0 + rows_per_block]
-                L = int(cc.max())
-                if L == 0:
-                    continue
-                s0 = int(start[r0])
-                s1 = s0 + int(cc.sum())
-                mask = np.arange(L) < cc[:, None]
-                pad = np.zeros(mask.shape)
-                pad[mask] = w[s0:s1]
-                np.cumsum(pad, axis=1, out=pad)
-                cum[s0:s1] = pad[mask]
-        list_mass = np.zeros(R)
-        list_mass[has] = cum[start[has] + count[has] - 1]
-        unif_mass = V * np.exp(shift - a * env)
-        return _Tables(start, count, ids, cum, list_mass, unif_mass, complete, env, max_count)
-
     # -- sampling --------------------------------------------------------------------------
+    def _sampler(self, tables: SamplingTables, points: Any) -> ExponentialSampler:
+        """The exact sampler (:class:`~deniable.mechanisms._exponential.ExponentialSampler`, see
+        "How it samples") over ``tables``, whose row r has the input point ``points[r]``."""
+        return ExponentialSampler.from_tables(points, self.embedding.vectors, tables, self.epsilon / 2.0, self.gamma, self.metric)
+
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        V = self.n_words
-        rows = np.where(ids == UNK_ID, V, ids)
+        rows = np.where(ids == UNK_ID, self.n_words, ids)
         if self.storage == "compact":  # tables for the distinct rows of this batch only
             uniq, inv = np.unique(rows, return_inverse=True)
-            return self._rejection_rounds(self._compact_tables(uniq), inv, uniq, rng)
-        return self._rejection_rounds(self._get_tables(), rows, None, rng)
-
-    def _rejection_rounds(self, T: _Tables, rows: np.ndarray, points: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
-        """The exact rejection sampler (class docs) for one token per entry of ``rows`` (rows of
-        ``T``); ``points[r]`` is the input point of table row r (``None``: r itself)."""
-        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
-        out = np.empty(rows.shape[0], dtype=np.int64)
-        pending = np.arange(rows.shape[0])
-        n_halvings = max(1, int(T.max_count).bit_length())
-        while pending.size:
-            r = rows[pending]
-            S = T.list_mass[r]
-            x = rng.random(r.size) * (S + T.unif_mass[r])
-            from_list = x < S
-            # listed part: inverse CDF by a vectorized binary search within each row
-            if from_list.any():
-                rl, xl = r[from_list], x[from_list]
-                base = T.start[rl]
-                lo = np.zeros(rl.size, dtype=np.int64)
-                hi = T.count[rl] - 1
-                for _ in range(n_halvings):
-                    mid = (lo + hi) >> 1
-                    right = T.cum[base + mid] <= xl
-                    lo = np.where(right, mid + 1, lo)
-                    hi = np.where(right, hi, mid)
-                out[pending[from_list]] = T.ids[base + lo]
-            # uniform part: y uniform on W, accepted with probability min(1, u_y / g)
-            rest = ~from_list
-            if not rest.any():
-                break
-            tok = pending[rest]
-            ru = r[rest]
-            y = rng.integers(0, V, size=ru.size)
-            accept = T.complete[ru]  # a copy (fancy indexing)
-            check = np.flatnonzero(~accept)
-            if check.size:
-                rc = ru[check]
-                pc = rc if points is None else points[rc]
-                d = row_distances(self._pts, self.embedding.vectors, pc, y[check], self.metric)
-                log_ratio = np.minimum(-a * (np.minimum(d, g) - T.env[rc]), 0.0)
-                accept[check] = rng.random(check.size) < np.exp(log_ratio)
-            out[tok[accept]] = y[accept]
-            pending = tok[~accept]
-        return out
+            return self._sampler(self._compact_tables(uniq), RowSubset(self._pts, uniq)).sample(inv, rng)
+        return self._sampler(self._get_tables(), self._pts).sample(rows, rng)
 
     # -- compact storage: exact distances of the rows in use, recomputed per batch ------------
-    def _row_weights(self, nb: KnnIds, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For table rows ``rows``: (neighbour ids, cumulative excess weights, S_r, |W|·g_r, complete,
-        env) — what :meth:`_build_tables` stores, with each row's exact distances recomputed."""
-        a, g, V = self.epsilon / 2.0, self.gamma, self.n_words
-        nid = np.asarray(nb.ids[rows])  # (R, k) from the memory map
-        R, K = nid.shape
-        d = row_distances(self._pts, self.embedding.vectors, np.repeat(rows, K), nid.reshape(-1), self.metric).reshape(R, K)
-        b = nb.bound[rows]
-        env = np.minimum(b, g)
-        complete = b >= g
-        listed = d <= g
-        shift = a * np.minimum(np.where(listed, d, np.inf).min(axis=1), env)  # weights relative to the row's largest
-        w = np.where(listed, np.exp(shift[:, None] - a * d) * -np.expm1(-a * np.maximum(env[:, None] - d, 0.0)), 0.0)
-        cum = np.cumsum(w, axis=1)
-        return nid, cum, cum[:, -1].copy(), V * np.exp(shift - a * env), complete, env
-
-    def _compact_tables(self, rows: np.ndarray) -> _Tables:
-        """:class:`_Tables` for the given table rows only (row i of the result is ``rows[i]``),
-        from the compact table with exact distances recomputed, ``_COMPACT_ROWS`` rows at a time."""
+    def _compact_tables(self, rows: np.ndarray) -> SamplingTables:
+        """:class:`~deniable.mechanisms._exponential.SamplingTables` for the given table rows only
+        (row i of the result is ``rows[i]``), from the compact table with each row's exact
+        distances recomputed, ``_COMPACT_ROWS`` rows at a time."""
         nb = self.precompute()
         assert isinstance(nb, KnnIds)
-        U, K = rows.size, nb.k
-        nid = np.empty((U, K), dtype=np.int32)
-        cum = np.empty((U, K))
-        list_mass, unif_mass, env = np.empty(U), np.empty(U), np.empty(U)
-        complete = np.empty(U, dtype=bool)
+        nid = np.asarray(nb.ids[rows])  # (U, k) from the memory map
+        U, K = nid.shape
+        d = np.empty((U, K))
         for c0 in range(0, U, _COMPACT_ROWS):
-            sl = slice(c0, c0 + _COMPACT_ROWS)
-            nid[sl], cum[sl], list_mass[sl], unif_mass[sl], complete[sl], env[sl] = self._row_weights(nb, rows[sl])
-        # every row holds K entries; those beyond the listed words have zero weight, and a draw
-        # below S_r never reaches them
-        return _Tables(
-            np.arange(U, dtype=np.int64) * K, np.full(U, K, dtype=np.int64), nid.reshape(-1), cum.reshape(-1),
-            list_mass, unif_mass, complete, env, K,
-        )
+            r = rows[c0 : c0 + _COMPACT_ROWS]
+            d[c0 : c0 + r.size] = row_distances(self._pts, self.embedding.vectors, np.repeat(r, K), nid[c0 : c0 + r.size].reshape(-1), self.metric).reshape(r.size, K)
+        return SamplingTables.from_rows(nid, d, nb.bound[rows], self.epsilon / 2.0, self.gamma, self.n_words)
 
     def _compact_summary(self, n_rows: int = 4096) -> dict[str, float]:
         nb = self.precompute()

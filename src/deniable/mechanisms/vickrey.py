@@ -5,7 +5,7 @@ Generation", PrivateNLP @ NAACL 2021 (arXiv:2104.11838) — the Vickrey mechanis
 the multivariate Laplace noise of Madlib (Feyisetan et al. 2020) or the regularized Mahalanobis
 noise of Xu et al. 2020.
 
-Source note (checked again for issue 13; details in docs/mechanisms/vickrey.md): the paper's
+Source note (details in docs/mechanisms/vickrey.md): the paper's
 full text could not be read. The search index holds its ar5iv HTML page but returns only the
 opening (abstract, start of §1), so no section, algorithm or equation number can be cited. The
 abstract confirms the structure implemented here — the noise of the existing mechanisms, then a
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int, check_unit_interval
-from ..neighbors import ExactEuclideanIndex
+from ..neighbors import NearestNeighbors
 from .base import Guarantee
 from .mahalanobis import Mahalanobis
 
@@ -76,9 +76,10 @@ class Vickrey(Mahalanobis):
         λ ∈ [0, 1] for ``metric="mahalanobis"`` (default 0.75); must be left unset (or 0) for
         ``"euclidean"``.
     index
-        ``"exact"`` (default: float32 scores, the two winners re-measured in float64) or
-        ``"exact-bf16"`` (the float64-exact two nearest through a certified bfloat16 product;
-        needs torch, faster on CPUs with AMX/AVX512-BF16, see :mod:`deniable.neighbors.bf16`).
+        ``"exact"`` (default: certified float32 products) or ``"exact-bf16"`` (a certified
+        bfloat16 product; needs torch, faster on CPUs with AMX/AVX512-BF16, see
+        :mod:`deniable.neighbors.bf16`): either engine's ``knn(q, 2)`` gives the float64-exact two
+        nearest words, ties to the lowest id (:mod:`deniable.neighbors.base`).
     batch_size
         Tokens per noise/search batch.
 
@@ -130,31 +131,12 @@ class Vickrey(Mahalanobis):
         return out
 
     def _two_nearest(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Ids and exact float64 Euclidean distances of the two nearest words of each row of ``q``
-        (nearest first). ``index="exact"``: per block one float32 GEMM (the index's ``scores``, as
-        Madlib's search), two argmin passes, then the two candidates re-measured exactly and
-        ordered by (distance, id). ``index="exact-bf16"``: the index's float64-exact ``knn(q, 2)``."""
-        index: Any = self.index  # an ExactEuclideanIndex or a Bf16EuclideanIndex (see __init__)
-        if not isinstance(index, ExactEuclideanIndex):
-            return index.knn(q, 2)  # float64-exact, nearest first, ties to the lowest id
-        X = index._vectors
-        n, V = q.shape[0], index.size
-        ids = np.empty((n, 2), dtype=np.int64)
-        step = max(1, min(n, (64 << 20) // (4 * V)))
-        for s in range(0, n, step):
-            m = min(step, n - s)
-            scores = index.scores(q[s : s + m])  # float32 |e|^2 - 2 q.e, (m, V)
-            rows = np.arange(m)
-            first = scores.argmin(axis=1)
-            scores[rows, first] = np.inf
-            ids[s : s + m, 0] = first
-            ids[s : s + m, 1] = scores.argmin(axis=1)
-        diff = X[ids].astype(np.float64) - q[:, None, :].astype(np.float64)
-        dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
-        swap = (dist[:, 1] < dist[:, 0]) | ((dist[:, 1] == dist[:, 0]) & (ids[:, 1] < ids[:, 0]))
-        ids[swap] = ids[swap][:, ::-1]
-        dist[swap] = dist[swap][:, ::-1]
-        return ids, dist
+        """Ids and float64 Euclidean distances of the two nearest words of each row of ``q``
+        (nearest first, ties to the lowest id): the index's certified ``knn(q, 2)``
+        (:mod:`deniable.neighbors.base`), for ``"exact"`` and ``"exact-bf16"`` alike."""
+        index = self.index  # an exact k-NN engine: "exact" or "exact-bf16" (checked in __init__)
+        assert isinstance(index, NearestNeighbors)
+        return index.knn(q, 2)
 
     @property
     def guarantee(self) -> Guarantee:

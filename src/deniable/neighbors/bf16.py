@@ -9,8 +9,9 @@ machine at hand; on a CPU without such units the bfloat16 product is emulated an
 ``T(e) = 2 q·e − ‖e‖²``. One bfloat16 product of ``[2q, −1]`` with ``[e, ‖e‖²]`` computes every
 T approximately, with a rigorous error bound (:meth:`Bf16EuclideanIndex.error_bound`): operands
 rounded to bfloat16 (relative error ≤ 2⁻⁸, round-to-nearest, checked by a test), products exact
-and summed in float32 in any order (≤ 2(d+1)·2⁻²⁴ of the sum of |products|), the result rounded
-to bfloat16 (≤ 2⁻⁷ relative: covers truncation too). From a lower bound of the k-th largest
+and summed in float32 in any order, the result rounded to bfloat16 (≤ 2⁻⁷ relative: covers
+truncation too); the bound is :func:`deniable.neighbors.base.score_error_bound`, shared by every
+exact engine. From a lower bound of the k-th largest
 computed value (the k-th largest of the maxima of groups of 64 adjacent columns) and that
 bound, every id that can be among the exact k nearest is a *candidate* (found by screening the
 groups by their maxima, then a second sieve with each candidate's own norm and value); the
@@ -30,11 +31,10 @@ import numpy as np
 
 from .._optional import import_optional
 from .._validation import check_int
-from .neighborhoods import _squared_norms
+from .base import VectorIndex, score_error_bound, squared_norms
 
 __all__ = ["Bf16EuclideanIndex"]
 
-_U32 = 2.0**-24
 _U_IN = 2.0**-8  # bfloat16 round-to-nearest of an operand (we convert; torch rounds to nearest even)
 _U_OUT = 2.0**-7  # bfloat16 rounding of the product's output (conservative: truncation)
 _C_OUT = _U_OUT / (1.0 - _U_OUT)  # |output − accumulated| ≤ _C_OUT · |output|
@@ -96,7 +96,7 @@ def _ordered(bits: np.ndarray) -> np.ndarray:
     return bits ^ ((bits >> 15) & np.int16(0x7FFF))
 
 
-class Bf16EuclideanIndex:
+class Bf16EuclideanIndex(VectorIndex):
     """Exact Euclidean 1-NN and k-NN (float64 distances, ties to the lowest id) over the rows of
     ``vectors``, scored by a certified bfloat16 matrix product (see the module docs).
 
@@ -112,15 +112,10 @@ class Bf16EuclideanIndex:
 
     def __init__(self, vectors: np.ndarray, *, block_queries: int = 256) -> None:
         torch = import_optional("torch", purpose='index="exact-bf16"')
-        v = np.ascontiguousarray(vectors, dtype=np.float32)  # no copy of float32 (or memory-mapped) vectors
-        if v.ndim != 2 or v.shape[0] == 0:
-            raise ValueError(f"vectors must be a non-empty 2-D array, got shape {v.shape}")
-        if not np.isfinite(v).all():
-            raise ValueError("vectors must be finite (found NaN or inf)")
+        e2 = self._set_vectors(vectors)  # float64 squared norms
+        v = self._vectors
         _check_torch(torch)
         self.block_queries = check_int("block_queries", block_queries, minimum=1)
-        self._vectors = v
-        e2 = _squared_norms(v)  # float64, in blocks: no float64 copy of the vocabulary
         self._norm = np.sqrt(e2)
         self._max_norm = float(self._norm.max())
         if self._max_norm > _MAX_NORM:
@@ -139,37 +134,22 @@ class Bf16EuclideanIndex:
         #: (threshold not positive), rows whose bound was redone through order-preserving keys.
         self.stats = {"queries": 0, "candidates": 0, "slow_rows": 0, "reordered_rows": 0}
 
-    @property
-    def size(self) -> int:
-        return int(self._vectors.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self._vectors.shape[1])
-
     def _check(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The queries as float32 and their norms (float64), validated."""
-        q = np.asarray(queries)
-        if q.ndim != 2 or q.shape[1] != self.dim:
-            raise ValueError(f"queries must have shape (n, {self.dim}), got {q.shape}")
-        q = np.ascontiguousarray(q, dtype=np.float32)
-        if not np.isfinite(q).all():
-            raise ValueError("queries must be finite (found NaN or inf)")
-        qn = np.sqrt(_squared_norms(q))
+        q = self._queries(queries)
+        qn = np.sqrt(squared_norms(q))
         if qn.size and float(qn.max()) * max(self._max_norm, 1.0) > _MAX_NORM**2:
             raise ValueError(f"a query has norm {float(qn.max()):.3g}: 2q·e could overflow float32 against vectors of norm up to {self._max_norm:.3g}; use index='exact'")
         return q, qn
 
     def error_bound(self, qnorm: np.ndarray, enorm: np.ndarray | float, value: np.ndarray | float) -> np.ndarray:
         """Bound on |computed T − exact T| for queries of norm ``qnorm``, vectors of norm ``enorm``
-        and computed (bfloat16) value ``value``, T = 2q·e − ‖e‖² (arrays broadcast).
-
-        Operands: 2q and e rounded to bfloat16 (relative ≤ 2⁻⁸ each), ‖e‖² to float32 then
-        bfloat16; the sum of |products| ≤ (1+2⁻⁸)²·(2‖q‖‖e‖ + ‖e‖²) (Cauchy–Schwarz), its float32
-        accumulation error ≤ 2(d+1)·2⁻²⁴ of that; the output's rounding ≤ 2⁻⁷/(1−2⁻⁷)·|value|."""
-        u, g = _U_IN + 2 * _U32, 2 * (self.dim + 1) * _U32
-        p = 2.0 * np.asarray(qnorm) * enorm + np.square(enorm)
-        return (2 * u + u * u + g * (1 + u) ** 2) * p * (1 + 1e-6) + _C_OUT * np.abs(value) + 1e-30
+        and computed (bfloat16) value ``value``, T = 2q·e − ‖e‖² (arrays broadcast), plus the
+        float64 re-measurement's slack: :func:`~deniable.neighbors.base.score_error_bound` with
+        operands (2q, e and the float32 ‖e‖²) rounded to bfloat16 (≤ 2⁻⁸ relative), products
+        exact and summed in float32, and the output rounded to bfloat16 (≤ 2⁻⁷/(1−2⁻⁷)·|value|)."""
+        q = np.asarray(qnorm, dtype=np.float64)
+        return score_error_bound(q, np.asarray(enorm, dtype=np.float64), self.dim, operand=_U_IN, output=_U_OUT, value=np.asarray(value, dtype=np.float64))
 
     def _products(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Computed T of each query row against every vector, as bfloat16 bit patterns (int16,
@@ -214,10 +194,9 @@ class Bf16EuclideanIndex:
         # the k ids that reach top … kth (distinct ids) have exact T ≥ t_kth − their bound, and
         # their |value| ≤ max(|t_top|, |t_kth|): so the k-th largest exact T is at least L
         M = self._max_norm
-        # + the float64 re-measurement's own rounding (twice: two distances), so ids it could rank
-        # first stay candidates
-        f64 = 8 * (self.dim + 2) * 2.0**-53 * np.square(qn + M)
-        coarse = self.error_bound(qn, M, 0.0) + f64
+        # (the bound includes the float64 re-measurement's slack, so ids it could rank level with
+        # the k-th stay candidates)
+        coarse = self.error_bound(qn, M, 0.0)
         L = t_kth - coarse - _C_OUT * np.maximum(np.abs(t_top), np.abs(t_kth))
         # an exact top-k id j has t_j + E_j ≥ T_j ≥ L with E_j ≤ coarse + C·|t_j|
         lo = L - coarse
@@ -256,7 +235,7 @@ class Bf16EuclideanIndex:
             # ids reach it), and every exact top-k id has t + E ≥ T ≥ that (E includes the
             # float64 slack)
             t = _bits_to_f64(bits[rows, cols])
-            e = self.error_bound(qn[rows], self._norm[cols], t) + f64[rows]
+            e = self.error_bound(qn[rows], self._norm[cols], t)
             lower = t - e
             if k == 1:
                 kth_lower = np.full(m, -np.inf)

@@ -45,6 +45,7 @@ from .._files import atomic_binary, cache_directory
 from .._validation import check_int
 from ..errors import DeniableWarning
 from ..metrics import METRICS, _paired_builtin, get_metric, metric_name, paired_distances, pairwise_distances
+from .exact import ExactEuclideanIndex
 
 __all__ = [
     "FORMAT_VERSION",
@@ -56,6 +57,7 @@ __all__ = [
     "embedding_neighborhoods",
     "row_distances",
     "paired_distances",
+    "store_neighborhoods",
     "cache_directory",
     "cache_path",
 ]
@@ -64,6 +66,7 @@ __all__ = [
 FORMAT_VERSION = 1
 _DEFAULT_MEMORY = 64 << 20
 _KINDS = ("knn", "radius")
+_EUCLIDEAN_MARGIN = 16  # below k + 16 words the float64 pairwise path is as fast
 
 
 @dataclass(frozen=True)
@@ -264,21 +267,6 @@ def knn_neighborhoods(
     )
 
 
-_F32_MARGIN = 16
-_SAMPLE_STRIDE = 16
-_TILE_BYTES = 16 << 20  # float32 scores of one (query block x vocabulary tile): about L3-sized
-
-
-def _squared_norms(X: np.ndarray, block_bytes: int = 16 << 20) -> np.ndarray:
-    """‖x‖² of each row in float64, computed in blocks (no float64 copy of the whole matrix)."""
-    out = np.empty(X.shape[0], dtype=np.float64)
-    step = max(1, block_bytes // (8 * max(1, X.shape[1])))
-    for s in range(0, X.shape[0], step):
-        blk = X[s : s + step].astype(np.float64)
-        out[s : s + step] = np.einsum("ij,ij->i", blk, blk)
-    return out
-
-
 class _StackedRows:
     """Rows of ``head`` followed by the rows of ``tail``, sliced without stacking them (the
     vocabulary plus its UNK row would otherwise be a full copy of the vectors)."""
@@ -304,141 +292,23 @@ class _StackedRows:
         return np.concatenate([self.head[start:], self.tail[: stop - n0]])
 
 
-class _KnnF32:
-    """Exact Euclidean k-nearest lists of float32 data, one block of query rows at a time:
-    candidates from a float32 GEMM, exact float64 distances for them, and a rigorous bound.
+class _KnnEuclidean:
+    """Exact Euclidean k-nearest lists of float32 data, one block of query rows at a time: the
+    certified float32 search of :class:`~deniable.neighbors.exact.ExactEuclideanIndex` (its
+    ``knn_bounded``), which also gives each row's bound: every word outside the list is at
+    distance ≥ min(k-th distance, √(‖q‖² + s_c − δ)), s_c the lowest score of a word left out
+    and δ the error bound of :func:`~deniable.neighbors.base.score_error_bound`."""
 
-    Scores s_y = ‖e_y‖² − 2q·e_y come from a float32 product of −2q (exact scaling) with a tile
-    of the vectors plus the float32-rounded ‖e_y‖² (no augmented copy of the vocabulary).
-    **Candidates.** A per-row threshold t comes from the same scores on a fixed 1-in-16 sample
-    of the vocabulary (its j-th lowest, j ≈ 2·kc/16 + 4, kc = k + 16): every word scoring ≤ t
-    is a candidate, about 2.5·kc per row, found with one comparison per cell and no sort of the
-    tile. A row with fewer than kc candidates (its sample is unrepresentative) is redone with a
-    partition of its full scores. The kc lowest candidates are re-measured exactly in float64
-    and the k nearest kept; every other word scores at least s_cut, the kc-th lowest candidate
-    score (the candidates are all words scoring ≤ t, and s_cut ≤ t).
-    **Bound.** The length-dim product errs by at most γ_dim·2‖q‖E, the rounded norm by u·E², the
-    final addition by u(2‖q‖E + E²); together at most δ = γ_n(2‖q‖·E + E²) + u·E² with
-    n = dim + 1 (u = 2⁻²⁴, γ_n = nu/(1 − nu) ≥ γ_dim + u, E = the largest norm), so a word
-    outside the list is at distance ≥ sqrt(‖q‖² + s_cut − δ). The stored bound is the smaller of
-    that and the k-th exact distance: valid for every word not in the row.
-    """
+    step = 256  # query rows per block (progress and resumable checkpoints)
 
     def __init__(self, vectors: np.ndarray, k: int, memory_bytes: int) -> None:
-        self.X = np.ascontiguousarray(vectors, dtype=np.float32)
-        V, dim = self.X.shape
-        self.k, self.kc = k, k + _F32_MARGIN
-        sq = _squared_norms(self.X)
-        self.sq32 = sq.astype(np.float32)
-        u = 2.0**-24
-        nu = (dim + 1) * u
-        self.u, self.gam, self.E = u, nu / (1.0 - nu), math.sqrt(float(sq.max()))
-        # Query blocks of up to 256 rows keep the product compute-bound (a few rows per block
-        # would re-read the whole vocabulary for each); the vocabulary is tiled so the float32
-        # scores and the comparison mask stay cache-sized and within memory_bytes.
-        self.step = 256
-        self.width = int(min(V, max(self.kc, min(_TILE_BYTES, memory_bytes // 2) // (4 * self.step))))
-        self._bufs: tuple[np.ndarray, np.ndarray] | None = None  # scores and mask, (step x width)
-        self.use_sample = 64 * self.kc <= V
-        if self.use_sample:
-            self.Xs = np.ascontiguousarray(self.X[::_SAMPLE_STRIDE])  # a 1/16 copy: the threshold sample
-            self.sqs32 = self.sq32[::_SAMPLE_STRIDE].copy()
-            self.j = min(self.Xs.shape[0] - 1, -(-2 * self.kc // _SAMPLE_STRIDE) + 4)
-
-    def _scores(self, qm2: np.ndarray, v0: int, w: int) -> np.ndarray:
-        S = qm2 @ self.X[v0 : v0 + w].T
-        S += self.sq32[v0 : v0 + w]
-        return S
-
-    def _lowest_full(self, qm2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores) of the kc lowest scores of each row, tile by tile (the fallback)."""
-        V, kc = self.X.shape[0], self.kc
-        ids_l, sc_l = [], []
-        for v0 in range(0, V, self.width):
-            w = min(self.width, V - v0)
-            S = self._scores(qm2, v0, w)
-            pt = np.argpartition(S, kc - 1, axis=1)[:, :kc] if kc < w else np.broadcast_to(np.arange(w), S.shape)
-            ids_l.append(pt + v0)
-            sc_l.append(np.take_along_axis(S, pt, axis=1))
-        ci, cs = np.concatenate(ids_l, axis=1), np.concatenate(sc_l, axis=1)
-        sel = np.argpartition(cs, kc - 1, axis=1)[:, :kc] if cs.shape[1] > kc else np.argsort(cs, axis=1, kind="stable")
-        return np.take_along_axis(ci, sel, axis=1), np.take_along_axis(cs, sel, axis=1)
-
-    def _lowest_thresholded(self, qm2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        m, V, kc = qm2.shape[0], self.X.shape[0], self.kc
-        Ss = qm2 @ self.Xs.T
-        Ss += self.sqs32
-        thr = np.partition(Ss, self.j, axis=1)[:, self.j : self.j + 1]
-        del Ss
-        rows_l, cols_l, vals_l = [], [], []
-        # one scores buffer and one mask buffer for all tiles and blocks: fresh large arrays would
-        # be new zero pages from the kernel each time (page faults on a third of the cells' traffic)
-        if self._bufs is None:
-            self._bufs = (np.empty(self.step * self.width, dtype=np.float32), np.empty(self.step * self.width, dtype=bool))
-        s_buf, m_buf = self._bufs
-        for v0 in range(0, V, self.width):
-            w = min(self.width, V - v0)
-            S = s_buf[: m * w].reshape(m, w)
-            np.matmul(qm2, self.X[v0 : v0 + w].T, out=S)
-            np.add(S, self.sq32[v0 : v0 + w], out=S)
-            mask = m_buf[: m * w].reshape(m, w)
-            np.greater_equal(thr, S, out=mask)
-            flat = np.flatnonzero(m_buf[: m * w])  # 1-D: numpy's fast path (2-D nonzero is ~10x slower)
-            r, c = np.divmod(flat, w)
-            rows_l.append(r)
-            cols_l.append(c + v0)
-            vals_l.append(s_buf[flat])
-        r = np.concatenate(rows_l)
-        c = np.concatenate(cols_l)
-        v = np.concatenate(vals_l)
-        counts = np.bincount(r, minlength=m)
-        ids = np.empty((m, kc), dtype=np.int64)
-        sc = np.empty((m, kc), dtype=np.float32)
-        ok = counts >= kc
-        if ok.any():
-            # group by row (a stable integer sort) into a padded (m, max count) array, then one
-            # partition per row picks its kc lowest (ties at the cut: any, the bound stays valid)
-            order = np.argsort(r, kind="stable")
-            starts = np.zeros(m, dtype=np.int64)
-            np.cumsum(counts[:-1], out=starts[1:])
-            rs = r[order]
-            pos = np.arange(rs.size) - starts[rs]
-            dense_v = np.full((m, int(counts.max())), np.inf, dtype=np.float32)
-            dense_c = np.zeros(dense_v.shape, dtype=np.int64)
-            dense_v[rs, pos] = v[order]
-            dense_c[rs, pos] = c[order]
-            sel = np.argpartition(dense_v[ok], kc - 1, axis=1)[:, :kc]
-            ids[ok] = np.take_along_axis(dense_c[ok], sel, axis=1)
-            sc[ok] = np.take_along_axis(dense_v[ok], sel, axis=1)
-        if not ok.all():
-            few = np.flatnonzero(~ok)
-            ids[few], sc[few] = self._lowest_full(qm2[few])
-        return ids, sc
+        self.index = ExactEuclideanIndex(vectors, memory_bytes=memory_bytes)
+        self.k = k
 
     def block(self, qb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ids (m, k) int32, exact distances (m, k) float64, bound (m,)) for query rows ``qb``."""
-        k, kc = self.k, self.kc
-        qb = np.asarray(qb, dtype=np.float32)
-        m = qb.shape[0]
-        qm2 = np.multiply(qb, np.float32(-2.0), dtype=np.float32)  # exact scaling of q
-        part, cs = self._lowest_thresholded(qm2) if self.use_sample else self._lowest_full(qm2)
-        # the kc-th lowest candidate score: every word outside `part` scores at least that much
-        s_cut = cs.max(axis=1).astype(np.float64)
-        q64 = qb.astype(np.float64)
-        d = np.empty((m, kc))
-        rows = max(1, (8 << 20) // (8 * kc * self.X.shape[1]))
-        for j in range(0, m, rows):  # exact distances to the candidates, a few rows at a time
-            diff = self.X[part[j : j + rows]].astype(np.float64) - q64[j : j + rows, None, :]
-            d[j : j + rows] = np.sqrt(np.einsum("rij,rij->ri", diff, diff))
-        order = np.lexsort((part, d), axis=1)[:, :k]
-        ids = np.take_along_axis(part, order, axis=1).astype(np.int32)
-        dk = np.take_along_axis(d, order, axis=1)
-        qq = np.einsum("ij,ij->i", q64, q64)
-        E, u = self.E, self.u
-        delta = self.gam * (2.0 * np.sqrt(qq) * E + E * E) + u * E * E
-        lb2 = qq + s_cut - delta - 1e-12 * (qq + E * E)
-        bound = np.minimum(dk[:, -1], np.sqrt(np.maximum(lb2, 0.0)))
-        return ids, dk, bound
+        ids, d, bound = self.index.knn_bounded(qb, self.k)
+        return ids.astype(np.int32), d, bound
 
 
 class _KnnGeneric:
@@ -463,7 +333,7 @@ class _KnnGeneric:
         return ids, dk, bound
 
 
-def _knn_setup(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> tuple[Any, int, int, int, _KnnF32 | _KnnGeneric]:
+def _knn_setup(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> tuple[Any, int, int, int, _KnnEuclidean | _KnnGeneric]:
     """Validated (queries, n rows, V, min(k, V), block kernel) for the k-nearest builders."""
     k = check_int("k", k, minimum=1)
     memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
@@ -474,15 +344,15 @@ def _knn_setup(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_by
     return queries, n, V, kk, _knn_kernel(queries, vectors, kk, metric, memory_bytes)
 
 
-def _knn_kernel(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> _KnnF32 | _KnnGeneric:
+def _knn_kernel(queries: Any, vectors: np.ndarray, k: int, metric: Any, memory_bytes: int) -> _KnnEuclidean | _KnnGeneric:
     kk = min(k, vectors.shape[0])
     if (
         isinstance(metric, str)
         and metric == "euclidean"
-        and kk + _F32_MARGIN < vectors.shape[0]
+        and kk + _EUCLIDEAN_MARGIN < vectors.shape[0]
         and all(np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize <= 4 for x in (queries, vectors))
     ):
-        return _KnnF32(vectors, kk, memory_bytes)
+        return _KnnEuclidean(vectors, kk, memory_bytes)
     return _KnnGeneric(vectors, kk, metric, memory_bytes)
 
 
@@ -860,14 +730,20 @@ def embedding_neighborhoods(
         nb = radius_neighborhoods(
             queries, vectors, param, metric, memory_bytes=memory_bytes, max_entries=max_entries, progress=progress, fingerprint=fp
         )
-    if path is not None:
-        try:
-            nb.save(path)
-        except OSError as exc:
-            warnings.warn(f"could not write the neighbourhood cache {path} ({exc}); continuing without it", DeniableWarning, stacklevel=2)
-            path = None
-    return nb, path
+    return nb, store_neighborhoods(nb, path)
 
+
+
+def store_neighborhoods(nb: Neighborhoods, path: Path | None) -> Path | None:
+    """Write ``nb`` to the cache file ``path`` (``None``: not cached); returns the path, or
+    ``None`` with a warning when it cannot be written (the table is still used)."""
+    if path is None:
+        return None
+    try:
+        return nb.save(path)
+    except OSError as exc:
+        warnings.warn(f"could not write the neighbourhood cache {path} ({exc}); continuing without it", DeniableWarning, stacklevel=3)
+        return None
 
 
 def _compact_path(embedding: Any, k: int, metric: Any, cache_dir: Any) -> Path | None:

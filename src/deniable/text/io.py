@@ -51,7 +51,7 @@ from typing import IO, Any
 
 from .._files import decode_line, open_input
 from ..errors import DataError
-from .tokenize import word_pattern
+from .tokenize import _APOSTROPHES, word_class
 
 __all__ = ["FORMATS", "Record", "RecordReader", "RecordWriter", "read_records", "detect_format", "batch_records", "BATCH_SIZES"]
 
@@ -105,17 +105,16 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 @lru_cache(maxsize=1)
 def _separator() -> re.Pattern[str]:
-    """One separator character (whitespace or Unicode punctuation): the complement of a word character."""
-    pat = word_pattern().pattern
-    if not (pat.startswith("([^") and pat.endswith("]+)")):  # pragma: no cover - guards a tokenizer change
-        raise RuntimeError(f"unexpected word pattern {pat[:20]}...; update deniable.text.io")
-    return re.compile("[" + pat[3:-3] + "]")
+    """One separator character where a text may be cut: whitespace or Unicode punctuation other
+    than an apostrophe (a cut at an apostrophe could separate a clitic from its stem)."""
+    inner = word_class()[2:-1]  # the class [^...]: what is inside
+    return re.compile(f"(?![{_APOSTROPHES}])[{inner}]")
 
 
 @lru_cache(maxsize=1)
 def _word_run() -> re.Pattern[str]:
-    """A (possibly empty) run of word characters, matched at the start of a string."""
-    return re.compile(word_pattern().pattern[1:-2] + "*")
+    """A (possibly empty) run of characters that are not cut points, matched at the start of a string."""
+    return re.compile(f"(?:{word_class()}|[{_APOSTROPHES}])*")
 
 
 def last_cut(text: str) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
-from .tokenize import apply_case, case_pattern, lookup_key, split_words, token_codes
+from .tokenize import apply_case, case_pattern, clitic_form, clitic_pattern, split_words, token_codes, vocabulary_keys
 
 __all__ = ["WordSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary", "summarize_privatization"]
 
@@ -204,7 +204,8 @@ def privatize_texts(
     # Per-token work is done once per *distinct* word (lookup keys, case patterns) and once per
     # distinct (output word, case pattern) pair; tokens only carry integer codes.
     codes, distinct = token_codes(words)
-    ids = vocab.ids_of([lookup_key(w, lower=uncased) for w in distinct])[codes]
+    distinct_ids = _lookup(vocab, distinct, uncased)
+    ids = distinct_ids[codes]
     unknown = ids < 0
     n_unknown = int(unknown.sum())
     if stats is not None:
@@ -227,13 +228,12 @@ def privatize_texts(
         src = ids[sample]
         chosen = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
         own["changed"] = int(((chosen != src) & (src >= 0)).sum())
-        if uncased and case == "preserve":
-            pattern = np.array([_CASE_CODES[case_pattern(w)] for w in distinct], dtype=np.int64)[codes[sample]]
-        else:
-            pattern = np.zeros(chosen.size, dtype=np.int64)  # "lower": the vocabulary word as it is
-        pairs, inverse = np.unique(chosen * len(_CASES) + pattern, return_inverse=True)
+        # one code per distinct word: its case pattern and whether it is a clitic (and with which
+        # apostrophe); the output string is a function of (output word, code) only
+        code = np.array([_word_code(w, uncased and case == "preserve") for w in distinct], dtype=np.int64)[codes[sample]]
+        pairs, inverse = np.unique(chosen * _N_CODES + code, return_inverse=True)
         vocab_words = vocab.words
-        strings = [apply_case(vocab_words[i], _CASES[c]) for i, c in zip((pairs // len(_CASES)).tolist(), (pairs % len(_CASES)).tolist())]
+        strings = [render(vocab_words[i], c) for i, c in zip((pairs // _N_CODES).tolist(), (pairs % _N_CODES).tolist())]
         out[sample] = np.array(strings, dtype=object)[inverse.reshape(-1)]
     out_words = out.tolist()
     result = []
@@ -250,6 +250,38 @@ def privatize_texts(
 
 _CASES = ("lower", "title", "upper")
 _CASE_CODES = {name: code for code, name in enumerate(_CASES)}
+_APOSTROPHE_CODES = ("", "'", "\u2019")  # not a clitic; a clitic written with ' or ’
+_N_CODES = len(_CASES) * len(_APOSTROPHE_CODES)
+
+
+def _lookup(vocab: Any, distinct: list[str], uncased: bool) -> np.ndarray:
+    """Vocabulary ids of distinct tokens (-1: unknown); clitics by :func:`vocabulary_keys`."""
+    keys = vocabulary_keys(distinct, lower=uncased)
+    ids = np.asarray(vocab.ids_of([k[0] for k in keys]), dtype=np.int64)
+    for j in np.flatnonzero(ids < 0).tolist():
+        if len(keys[j]) > 1:  # a clitic missing from the vocabulary: its letters (``'s`` -> ``s``)
+            ids[j] = int(np.asarray(vocab.ids_of([keys[j][1]]))[0])
+    return ids
+
+
+def _word_code(token: str, preserve_case: bool) -> int:
+    """Case pattern (when preserved) and clitic kind of an input token, as one small integer."""
+    c = _CASE_CODES[case_pattern(token)] if preserve_case else 0
+    if clitic_pattern().fullmatch(token) is not None:
+        c += len(_CASES) * (2 if "\u2019" in token else 1)
+    return c
+
+
+def render(word: str, code: int) -> str:
+    """The output string of a sampled vocabulary ``word`` for an input token of ``code``
+    (:func:`_word_code`): the word in the token's case pattern; in a clitic's place, the word as
+    a clitic (:func:`~deniable.text.tokenize.clitic_form`, with the token's apostrophe) when it
+    is one, else the word after a space, so a sampled word is never glued to the stem."""
+    case, kind = _CASES[code % len(_CASES)], code // len(_CASES)
+    if kind:
+        form = clitic_form(word, _APOSTROPHE_CODES[kind])
+        return apply_case(form, case) if form is not None else " " + apply_case(word, case)
+    return apply_case(word, case)
 
 
 def _record(own: dict[str, int], stats: dict[str, int] | None) -> None:

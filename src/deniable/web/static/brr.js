@@ -71,7 +71,27 @@ const SEPARATOR_CLASS =
   "\\u{16e97}-\\u{16e9a}\\u{16fe2}\\u{1bc9f}\\u{1da87}-\\u{1da8b}\\u{1e95e}-\\u{1e95f}";
 // END GENERATED SEPARATORS
 
-const WORD_RE = new RegExp("([^" + SEPARATOR_CLASS + "]+)", "u");
+// Words (the Python tokenizer's pattern): a clitic after a stem ('s 'm 'd 're 'll 've n't, with
+// ' or ’, any case), the stem before n't, or a run of characters that are not separators.
+const W = "[^" + SEPARATOR_CLASS + "]";
+const ENCLITIC = "['\u2019](?:[sS]|[mM]|[dD]|[rR][eE]|[lL][lL]|[vV][eE])";
+const NEGATION = "[nN]['\u2019][tT]";
+const END = "(?!" + W + ")";
+const WORD_RE = new RegExp(
+  "(" + W + "+?(?=" + NEGATION + END + ")|(?<=" + W + ")" + NEGATION + END + "|(?<=" + W + ")" + ENCLITIC + END + "|" + W + "+)",
+  "u",
+);
+const CLITIC_RE = new RegExp("^(?:" + ENCLITIC + "|" + NEGATION + ")$", "u");
+const CLITIC_LETTERS = new Map([["s", "'s"], ["m", "'m"], ["d", "'d"], ["re", "'re"], ["ll", "'ll"], ["ve", "'ve"], ["nt", "n't"]]);
+
+/** `word` as a clitic written with `apostrophe` ("s" -> "'s", "nt" -> "n't"), or null. */
+function cliticForm(word, apostrophe) {
+  if (CLITIC_RE.test(word)) return word.replace(/['\u2019]/gu, apostrophe);
+  const form = CLITIC_LETTERS.get(word.toLowerCase());
+  if (form === undefined || word.length !== form.length - 1) return null;
+  let k = 0;
+  return Array.from(form, (ch) => (ch === "'" ? apostrophe : word[k++])).join("");
+}
 const HAS_LOWER_OR_TITLE = /[\p{Lowercase}\p{Lt}]/u;
 const HAS_UPPER = /\p{Uppercase}/u;
 const NON_ASCII = /[^\x00-\x7f]/;
@@ -320,17 +340,23 @@ export class Bundle {
     });
     const words = [];
     for (const parts of partsList) for (let i = 1; i < parts.length; i += 2) words.push(parts[i]);
-    const keys = words.map((w) => lookupKey(w, this.uncased));
-    const ids = Int32Array.from(keys, (k) => {
-      const id = this.index.get(k);
+    // a clitic is looked up as its form ('s), else as its letters (s)
+    const keys = words.map((w) => (CLITIC_RE.test(w) ? w.toLowerCase().replace(/\u2019/gu, "'") : lookupKey(w, this.uncased)));
+    const ids = Int32Array.from(keys, (k, i) => {
+      let id = this.index.get(k);
+      if (id === undefined && CLITIC_RE.test(words[i])) id = this.index.get(k.replace("'", ""));
       return id === undefined ? -1 : id;
     });
     const unknown = ids.reduce((n, id) => n + (id < 0 ? 1 : 0), 0);
     const chosen = words.length ? this.sampleIds(ids, epsilon, { random }) : new Int32Array(0);
-    const outWords = Array.from(chosen, (j, i) =>
-      this.uncased && casing === "preserve" ? applyCase(this.words[j], casePattern(words[i])) : this.words[j],
-    );
-    const flags = outWords.map((o, i) => lookupKey(o, this.uncased) !== keys[i]);
+    const outWords = Array.from(chosen, (j, i) => {
+      const pattern = this.uncased && casing === "preserve" ? casePattern(words[i]) : "lower";
+      if (!CLITIC_RE.test(words[i])) return applyCase(this.words[j], pattern);
+      // in a clitic's place: the sampled word as a clitic, else after a space (never glued on)
+      const form = cliticForm(this.words[j], words[i].includes("\u2019") ? "\u2019" : "'");
+      return form === null ? " " + applyCase(this.words[j], pattern) : applyCase(form, pattern);
+    });
+    const flags = Array.from(chosen, (j, i) => j !== ids[i]);
     const outTexts = [];
     const segments = [];
     let k = 0;

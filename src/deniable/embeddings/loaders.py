@@ -316,7 +316,7 @@ def _bar(path: Path, progress: Any) -> Any:
     from .._progress import progress_bar
 
     total = None if path.suffix == ".gz" else path.stat().st_size
-    return progress_bar(total, f"reading {path.name}", progress, unit="B", unit_scale=True)
+    return progress_bar(total, f"reading {path.name}", progress, unit="B", unit_scale=True, leave=True)
 
 
 def _load_text(path: Path, limit: int | None, *, header: bool, progress: bool | None = False) -> Embedding:

@@ -68,11 +68,13 @@ class ExactEuclideanIndex(VectorIndex):
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         del state["_local"]  # buffers are per thread (and not picklable)
+        del state["stats"]  # counters of this process's searches: a copy starts at zero, so equal indexes pickle equal
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
+        self.stats = {"queries": 0, "rescanned": 0}
 
     def score_error_bound(self, qnorm: np.ndarray) -> np.ndarray:
         """Bound on the rounding error of a float32 score for queries of norm ``qnorm`` against

@@ -4,7 +4,7 @@ Reports, in one run (the machine is shared and noisy, so only same-run ratios ar
 
 * ``sample_ids`` words/s of BRR (``index="auto"``: FAISS binary flat when installed; and the
   numpy popcount engine) against Madlib with its exact index, on the same token ids; each timing
-  is the best of ``--repeat`` interleaved rounds. Target (issue 4): BRR ≥ 2× Madlib exact (the
+  is the best of ``--repeat`` interleaved rounds. Target: BRR ≥ 2× Madlib exact (the
   paper: 1.68×).
 * The bundle size (``deniable export brr``) against the float32 embedding Madlib searches
   (V·d·4 bytes). Target: ≤ 4 %.

@@ -2,7 +2,7 @@
 numpy CPU path measured in the same run, exactness of the precisions, the end-to-end text path,
 and a 1M-word vocabulary.
 
-Reports (issue 16), all measured in this run on this machine:
+Reports, all measured in this run on this machine:
 
 * the device, its measured matrix-product throughput (fp32 / tf32 / bf16 / fp16) at the
   search's shape, and the bound it sets: FLOP/s ÷ (2·V·d) words/s (BRR: ÷ (2·V·n_bits));

@@ -8,7 +8,7 @@ absolute numbers are not comparable across runs):
 * against the matrix-multiply bound: measured float32 GEMM FLOP/s ÷ (2·V·d) words/s, the cost
   of the unavoidable exact 1-NN scan.
 
-Targets (issue 2): Madlib ≥ 30× the naive reference and ≥ 50 % of the GEMM bound.
+Targets: Madlib ≥ 30× the naive reference and ≥ 50 % of the GEMM bound.
 
 Usage: python benchmarks/bench_madlib.py [--tokens 16384] [--naive-words 300] [--repeat 3]
 """

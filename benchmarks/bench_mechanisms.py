@@ -1,4 +1,4 @@
-"""Throughput of the mechanisms users compare us with (issue 13), against Madlib in the same run.
+"""Throughput of the mechanisms users compare us with, against Madlib in the same run.
 
 For each epsilon, measured in the same process on the same tokens (the machine is shared and
 noisy: compare ratios, not absolute numbers across runs):
@@ -6,7 +6,7 @@ noisy: compare ratios, not absolute numbers across runs):
 * Madlib ``sample_ids`` words/s (exact blocked 1-NN search), the reference;
 * words/s of ``vickrey`` (Euclidean and Mahalanobis), ``santext``, ``santext_plus``,
   ``custext``, ``truncated_gumbel``, ``diffractor`` (geometric and TEM noise), and the ratio to
-  Madlib. Goal (issue 13): every ratio >= 0.2.
+  Madlib. Goal: every ratio >= 0.2.
 
 One-time pre-processing (epsilon-independent, cached on disk: k-nearest tables, CusText output
 sets, Diffractor word lists) is timed separately, before the runs; per-epsilon table builds are

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 18): the four seed mechanisms on large synthetic vocabularies.
+"""Scale benchmark: the four seed mechanisms on large synthetic vocabularies.
 
 For each vocabulary size V (default 34K and 200K; ``--full`` adds 1M) and each of Madlib,
 Mahalanobis, TEM and BRR, a fresh subprocess (so peak RSS does not mix between configurations)

@@ -11,7 +11,7 @@ Measured in the same run, on the same texts, with Madlib on the bundled embeddin
   whole, shipping and scheduling included.
 
 Prints words/s and the ratio to the single-process path, which is measured before and again
-after the Spark runs (the machine is shared; the ratio to the mean of the two is the claim). Goal (issue 11): local[2] >= 0.6x the
+after the Spark runs (the machine is shared; the ratio to the mean of the two is the claim). Goal: local[2] >= 0.6x the
 single process on a 2-core machine (overhead, not a slowdown). The projection to a cluster is
 per-core throughput x cores x the measured local[2] efficiency.
 

@@ -8,7 +8,7 @@ measured in the same run:
   distances to the whole vocabulary, then a draw from the closed form;
 * Madlib's exact throughput (``deniable.Madlib``, exact blocked search) on the same tokens.
 
-Targets (issue 3): TEM >= 100x the full scan at every epsilon, >= 50x Madlib at epsilon = 10.
+Targets: TEM >= 100x the full scan at every epsilon, >= 50x Madlib at epsilon = 10.
 The neighbourhood pre-processing (epsilon-independent, cached) is timed separately.
 
 Tokens: the words of IMDB reviews from ../shared/data (out-of-vocabulary words become UNK),

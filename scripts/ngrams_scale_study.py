@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Scale study of the FORMAL n-gram releases: KL to the population distribution vs number of users.
 
-Question (issue 9, item 6): the paper's −85 % KL vs Laplace at ε = 0.1 used ≈ 4.4M users; at 2,400
+Question: the paper's −85 % KL vs Laplace at ε = 0.1 used ≈ 4.4M users; at 2,400
 real users it did not reproduce. At which scale does the formal (ε, δ)-DP Bayesian release beat
 formal Laplace, Laplace + public and the public prior alone, and how far is it from the paper's
 local-sensitivity Algorithm 1?

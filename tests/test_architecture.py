@@ -1,5 +1,5 @@
 """The layering of docs/architecture.md holds: no import cycle between modules of src/deniable and
-no import from a higher layer or a sibling component (issue 15).
+no import from a higher layer or a sibling component.
 
 Imports are read with :mod:`ast` from every module, at any depth (function-level imports count:
 a lazy import is still a dependency), except those under ``if TYPE_CHECKING:``, which never run.
@@ -253,7 +253,7 @@ def test_the_parser_sees_lazy_and_dynamic_imports_but_not_type_checking_ones(tmp
 
 # -- the command line uses the public library API ----------------------------------------------------
 
-#: TODO(issue 15): cli/privatize.py still reads two private names; replace them with
+#: TODO: cli/privatize.py still reads two private names; replace them with
 #: deniable.mechanisms.mechanism_class and deniable.backends.torch_backend.torch_mechanism_class,
 #: then empty this set.
 PRIVATE_USE_ALLOWED: set[tuple[str, str, str]] = set()

@@ -1,4 +1,4 @@
-"""The sdist and the wheel are complete (issue 15).
+"""The sdist and the wheel are complete.
 
 Both are built from a copy of the checkout with the PEP 517 hooks of setuptools (no network, no
 build isolation). The sdist must carry what a packager or a user of the source needs to build,

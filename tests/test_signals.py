@@ -1,5 +1,5 @@
 """SIGTERM / SIGHUP / SIGINT in the middle of a run leave no temporary file and no partial output
-(issue 14: SIGTERM left a hidden ``.OUT.xxxx.tmp`` with partial privatized text)."""
+(SIGTERM once left a hidden ``.OUT.xxxx.tmp`` with partial privatized text)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ README says (tests/test_docs_snippets.py runs the same blocks against the checko
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys

@@ -49,7 +49,7 @@ _connect_layers()
 # `import deniable` light and lets `python -m deniable.brr_runtime` run without a RuntimeWarning
 # (runpy warns when the package has already imported the module it is asked to run).
 _LAZY = {"BRR": "deniable.mechanisms.brr", "BinaryEmbedding": "deniable.binary", "binarize": "deniable.binary"}
-# the mechanisms users compare with (issue 13), also loaded on first use
+# the mechanisms users compare with, also loaded on first use
 _LAZY.update(
     SanText="deniable.mechanisms.santext",
     SanTextPlus="deniable.mechanisms.santext",

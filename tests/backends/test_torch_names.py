@@ -1,4 +1,4 @@
-"""The torch backend's mechanism names are public API (the CLI needs no private names; issue 15)."""
+"""The torch backend's mechanism names are public API (the CLI needs no private names)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BinaryEmbedding.restrict: the first words of a binary embedding, same UNK code (issue 15)."""
+"""BinaryEmbedding.restrict: the first words of a binary embedding, same UNK code."""
 
 from __future__ import annotations
 

@@ -408,7 +408,7 @@ def test_no_tracebacks_on_bad_input(files):
     assert not (files / "out.tsv").exists() and not (files / "c.npz").exists()
 
 
-# --- issue 9: formal CLI releases move the perturbed statistic by at most the derived sensitivity ----
+# --- formal CLI releases move the perturbed statistic by at most the derived sensitivity ----
 
 
 def _bundle_from(path, dense):

@@ -239,12 +239,12 @@ def test_stray_errors_and_warnings_are_one_line(tmp_path, capfd):
     p = subprocess.run(exe + ["privatize", str(src), "-m", "madlib", "-e", "1", "--embedding", str(emb)], capture_output=True, text=True)
     assert p.returncode == 0
     assert p.stderr.startswith("warning: ") and "duplicate" in p.stderr and "Traceback" not in p.stderr
-    # one warning line, then the run summary (issue 10)
+    # one warning line, then the run summary
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[1].startswith("madlib epsilon=1: 2 words"), lines
 
 
-# -- issue 14: long records, exact JSONL copies, progress ------------------------------------
+# -- long records, exact JSONL copies, progress ------------------------------------
 
 
 def _long_text(n_words: int, seed: int = 0) -> str:
@@ -295,7 +295,7 @@ def test_long_record_in_pieces_gives_identical_output(tmp_path, monkeypatch, fmt
 @pytest.mark.slow
 def test_fifty_megabyte_line_runs_in_bounded_memory(tmp_path):
     """Peak RSS (measured by the kernel, via getrusage in a wrapper process) of privatizing one
-    50 MB line stays within 150 MB of the same command on a one-line input (issue 14: 3.36 GB)."""
+    50 MB line stays within 150 MB of the same command on a one-line input (it once took 3.36 GB)."""
     import subprocess
     import sys
 
@@ -326,7 +326,7 @@ def test_fifty_megabyte_line_runs_in_bounded_memory(tmp_path):
 
 def test_jsonl_other_fields_keep_their_exact_text(tmp_path):
     """Fields other than the column come out byte for byte: huge and precise numbers, escapes
-    (a lone surrogate included), nesting, order and spacing (issue 14: 1e400 became Infinity and
+    (a lone surrogate included), nesting, order and spacing (1e400 once became Infinity and
     \\udfff aborted)."""
     line = '{"id": 1e400,  "big":123456789012345678901234567890123, "f": 0.1000000000000000055511151231257827, "s": "\\udfff \\u00e9", "text": "the cat", "z": [1.50, {"a": -0.0}, null, true]}'
     src = tmp_path / "in.jsonl"
@@ -374,7 +374,7 @@ def test_jsonl_kept_lone_surrogate_is_escaped(tmp_path):
 
 
 def test_progress_counts_records_from_the_first_batch(tmp_path):
-    """The bar moves while a small file is processed (issue 14: a 152 kB file sat at 0 %): it is
+    """The bar moves while a small file is processed (a 152 kB file once sat at 0 %): it is
     refreshed after every batch, the first ones a few KiB, and shows records and elapsed time."""
     src = tmp_path / "in.txt"
     src.write_text("the cat sat on the mat with a hat\n" * 4000)  # 136 kB
@@ -396,7 +396,7 @@ def test_progress_counts_records_from_the_first_batch(tmp_path):
     ],
 )
 def test_usage_errors_are_one_line_through_the_real_entry_point(tmp_path, args, needle):
-    """Exit 2 and a single 'Error: ... (see '... --help')' line, not click's usage banner (issue 14 item 7)."""
+    """Exit 2 and a single 'Error: ... (see '... --help')' line, not click's usage banner."""
     import subprocess
     import sys
 
@@ -409,7 +409,7 @@ def test_usage_errors_are_one_line_through_the_real_entry_point(tmp_path, args, 
 
 def test_one_time_cache_is_announced_with_its_path(tmp_path, monkeypatch):
     """A cold TEM run says it builds a one-time table and where it caches it; a warm one is quiet
-    (issue 14 item 8: 42 s spent silently building a 52 MB cache)."""
+    (42 s were once spent silently building a 52 MB cache)."""
     monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "in.txt"
     src.write_text("the cat sat\n")

@@ -1,5 +1,5 @@
 """Property tests (hypothesis) of `deniable privatize` over its readers: txt, JSONL, CSV, with
-random bytes, encodings, byte-order marks and line lengths (issue 14).
+random bytes, encodings, byte-order marks and line lengths.
 
 For every input: the exit status is 0, 1 (data error) or 2 (usage error), never a traceback; a
 failed run leaves no output file and no temporary file; a successful run writes the whole

@@ -180,7 +180,7 @@ def test_bad_parameters(tmp_path):
 @pytest.mark.parametrize("gz", [False, True])
 def test_truncated_word2vec_text_names_file_and_counts(tmp_path, gz):
     """A word2vec / fastText text file shorter than its header's word count (an interrupted
-    download) is an error naming the file, not a silently smaller vocabulary (issue 14 item 5)."""
+    download) is an error naming the file, not a silently smaller vocabulary."""
     p = write_w2v_text(tmp_path / "w.vec")
     lines = p.read_text().splitlines(keepends=True)
     body = "".join(lines[:4])  # header + 3 of the 5 declared words

@@ -1,4 +1,4 @@
-"""The text loader fills one growing buffer (no list of chunks + concatenation); issue 18."""
+"""The text loader fills one growing buffer (no list of chunks + concatenation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Embeddings and mechanisms pickle by reference (issue 14 item 9: a bundled-embedding mechanism
+"""Embeddings and mechanisms pickle by reference (a bundled-embedding mechanism
 pickled to 82 MB, shipped to every worker)."""
 
 from __future__ import annotations

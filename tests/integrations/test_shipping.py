@@ -20,7 +20,7 @@ def test_pack_and_load_give_the_same_mechanism(tmp_path):
     mech = deniable.get_mechanism("madlib", random_embedding(5000, 60), epsilon=3)  # 1.2 MB vectors
     ship = pack(mech, tmp_path)
     assert len(pickle.dumps(ship)) < 1000
-    assert ship.nbytes > 1_200_000 and len(ship.files) >= 3  # the vectors as .npy files (the exact index keeps no copy: issue 18)
+    assert ship.nbytes > 1_200_000 and len(ship.files) >= 3  # the vectors as .npy files (the exact index keeps no copy)
     pkl = (tmp_path / ship.files[0]).stat().st_size
     assert pkl < ship.nbytes / 4  # the pickle itself keeps only the small parts
     shipping._LOADED.pop(ship.digest, None)

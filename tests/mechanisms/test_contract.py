@@ -1,5 +1,5 @@
 """The capability contract of :class:`deniable.Mechanism` holds for every registered mechanism
-(issue 15): ``params``, ``has_exact_probabilities`` and ``metric_space`` say what the mechanism
+: ``params``, ``has_exact_probabilities`` and ``metric_space`` say what the mechanism
 does, so calibration need not probe it."""
 
 from __future__ import annotations

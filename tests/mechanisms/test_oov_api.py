@@ -1,5 +1,5 @@
 """Every word-taking probability API follows the oov policy: an out-of-vocabulary word is UNK
-(issue 14 item 6), for every registered mechanism with a closed form."""
+, for every registered mechanism with a closed form."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ def test_tasks_carry_a_few_hundred_bytes_not_the_embedding(spark):
     ship = shipment_for(big)
     fn = privatize_udf_function(ship, resolve_randomness(0, keyed=True, stream="text"), oov="unk", case="preserve", keyed=True)
     assert len(cloudpickle.dumps(fn)) < 20_000 < len(pickle.dumps(big)) // 100
-    assert ship.nbytes > 4_000_000  # the vectors travel as a file, once per executor (the exact index keeps no copy: issue 18)
+    assert ship.nbytes > 4_000_000  # the vectors travel as a file, once per executor (the exact index keeps no copy)
 
 
 def test_count_ngrams_equals_single_machine_counting(spark, tmp_path):

@@ -9,12 +9,8 @@ docs/mechanisms/knn_tem.md.
 
 from __future__ import annotations
 
-import os
 import warnings
-from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from .knn_tem import KnnTEM
 
@@ -30,14 +26,6 @@ class TruncatedGumbel(KnnTEM):
     """Deprecated alias of :class:`~deniable.mechanisms.knn_tem.KnnTEM` (warns with
     ``DeprecationWarning``); same parameters, distribution and samples."""
 
-    def __init__(
-        self,
-        embedding: Any,
-        *,
-        epsilon: float,
-        k: int = 20,
-        metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
-        cache_dir: str | os.PathLike[str] | bool | None = None,
-    ) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
-        super().__init__(embedding, epsilon=epsilon, k=k, metric=metric, cache_dir=cache_dir)
+        super().__init__(*args, **kwargs)

@@ -59,7 +59,8 @@ def resample_quantiles(name: str, path: Path, emb, *, words: int, directions: in
     """Median / 99th-percentile columns of a radial calibration from a fresh random sample of
     ``words`` words with ``directions`` directions each (files built before the random refined
     words were recorded as the sample); the words-changed mean keeps every word's estimate."""
-    from deniable.calibration.targets import Calibration, _radial_curves, _radial_directions
+    from deniable.calibration.estimators import _radial_curves, _radial_directions
+    from deniable.calibration.record import Calibration
 
     cal = Calibration.load(path, source="shipped calibration")
     mech = deniable.get_mechanism(name, emb, epsilon=1.0, **({} if not cal.params else {k: v for k, v in cal.params.items() if k == "lam"}))
@@ -76,7 +77,8 @@ def resample_quantiles(name: str, path: Path, emb, *, words: int, directions: in
 def refine_shipped(name: str, path: Path, emb, *, directions: int, seed: int) -> None:
     """Refine the screened-only words that are among the 3 highest at some grid ε (files built
     before the compute step did this itself)."""
-    from deniable.calibration.targets import Calibration, _radial_directions, refine_worst
+    from deniable.calibration.estimators import _radial_directions, refine_worst
+    from deniable.calibration.record import Calibration
 
     cal = Calibration.load(path, source="shipped calibration")
     mech = deniable.get_mechanism(name, emb, epsilon=1.0, **{k: v for k, v in cal.params.items() if k == "lam"})

@@ -1,8 +1,10 @@
-"""Tests of deniable.calibration.select.select_epsilon: the safe (private) direction."""
+"""Tests of deniable.calibration.select.select_epsilon: the safe (private) direction; it is
+deprecated in favour of the calibration store (one test checks the warning, the others silence it)."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ from deniable import Embedding, Madlib
 from deniable.calibration.plausible import plausible_deniability
 from deniable.calibration.select import meets_targets, select_epsilon
 from deniable.mechanisms.base import Guarantee, Mechanism
+
+pytestmark = pytest.mark.filterwarnings("ignore:select_epsilon is deprecated:DeprecationWarning")
 
 
 class RandomizedResponse(Mechanism):
@@ -76,6 +80,25 @@ def test_never_above_true_boundary_sampled(seed):
     assert sel.check is not None and meets_targets(sel.check, max_n_w=target)[0]
     stages = [e["stage"] for e in sel.evaluations]
     assert stages[0] == "bracket" and "bisect" in stages and stages[-1] == "recheck"
+
+
+@pytest.mark.filterwarnings("default")
+def test_select_epsilon_is_deprecated_and_names_its_replacement():
+    from deniable.calibration.targets import choose_epsilon
+
+    f = lambda e: RandomizedResponse(V, epsilon=e, exact=True)  # noqa: E731
+    with pytest.warns(DeprecationWarning, match=r"get_mechanism\(name, max_n_w=\.\.\.\)") as rec:
+        sel = select_epsilon(f, max_n_w=0.3, words=None, rtol=0.01)
+    msg = str(rec[0].message)
+    assert "calibration_for" in msg and "sweep_epsilons" in msg
+    assert rec[0].filename == __file__  # reported at the caller's line
+    true = n_w_boundary(0.3)
+    assert true * (1 - 0.02) <= sel.epsilon <= true  # it still works as documented
+    # control: the replacement chooses a private epsilon without the warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        choice, _ = choose_epsilon(f, 0.3, epsilons=np.geomspace(1, 8, 41), cache_dir=False, progress=False)
+    assert true / 8 ** (1 / 40) <= choice.epsilon <= true  # the grid point just below the boundary
 
 
 def test_exact_boundary_n_w_and_s_w():

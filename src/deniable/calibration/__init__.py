@@ -4,7 +4,8 @@
   (Madlib paper §3.2), exact or sampled with confidence intervals.
 * :func:`sweep_epsilons`, :func:`summarize` — the same over several ε, in the papers' table shape.
 * :func:`select_epsilon` — the largest ε meeting worst-case (or quantile) targets, erring on the
-  private side.
+  private side; deprecated in favour of the calibration store (``get_mechanism(name,
+  max_n_w=...)``, :func:`deniable.calibration.targets.calibration_for`).
 * :func:`equivalent_epsilon`, :func:`mechanism_metric_stats` and the module
   :mod:`deniable.calibration.privacy_ratio` — the privacy ratio (BRR paper Definition 5.1) that
   makes ε comparable across metrics.

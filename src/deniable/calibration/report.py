@@ -214,7 +214,7 @@ def render_html(data: dict[str, Any], *, plots: bool = True) -> str:
         "<p><b>N_w</b> = Pr[M(w) = w], the probability that a word is released unchanged (small is private). "
         f"<b>S_w</b> = the effective support: the fewest outputs holding ≥ 1 − η = {1 - p['eta']:g} of M(w)'s probability "
         "(large is private; Madlib paper §3.2). Choose ε by worst-case targets: the largest ε whose worst N_w and S_w are "
-        "acceptable (Madlib paper §4.1); <code>deniable.calibration.select_epsilon</code> automates this.</p>"
+        "acceptable (Madlib paper §4.1); <code>get_mechanism(name, max_n_w=...)</code> does this for N_w.</p>"
     )
     for sweep in data["sweeps"]:
         methods = sorted({r["method"] for r in sweep["results"]})

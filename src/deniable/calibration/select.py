@@ -1,4 +1,9 @@
-"""Choosing ε from plausible-deniability targets, erring on the private side.
+"""Choosing ε from plausible-deniability targets by bisection (deprecated), erring on the private side.
+
+:func:`select_epsilon` is deprecated in favour of the calibration store:
+``get_mechanism(name, max_n_w=...)`` and ``calibration_for(factory).choose(max_n_w)``
+(:mod:`deniable.calibration.targets`). It still works as documented here, with a
+``DeprecationWarning``.
 
 The Madlib paper (§4.1, Fig. 2) selects ε "by selecting our desired worst case guarantees, then
 observing the extreme values of the histograms for N_w and S_w": e.g. no word returned unchanged
@@ -29,6 +34,7 @@ Private-side rules (N_w grows and S_w shrinks with ε, Madlib paper §3.1):
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +43,18 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator
 from .._validation import check_int, check_positive, check_unit_interval
+from .compute import compute_calibration
+from .estimators import _pick_estimator
 from .plausible import PlausibleDeniability, extreme_words, plausible_deniability, select_words
 
 __all__ = ["EpsilonSelection", "select_epsilon", "meets_targets", "bonferroni_confidence"]
+
+DEPRECATION = (
+    "select_epsilon is deprecated: for an N_w target, get_mechanism(name, max_n_w=...) chooses epsilon from the "
+    "calibration store (shipped, cached or computed once), and calibration_for(factory).choose(max_n_w) does the "
+    "same for a mechanism factory (deniable.calibration.targets); for S_w or quantile statistics per epsilon, "
+    "use sweep_epsilons"
+)
 
 
 def _stat(values: np.ndarray, quantile: float, upper: bool) -> float:
@@ -160,6 +175,13 @@ def select_epsilon(
 ) -> EpsilonSelection:
     """The largest ε whose plausible-deniability statistics meet the targets (private side).
 
+    .. deprecated::
+        Emits a ``DeprecationWarning``. For an N_w target use
+        ``get_mechanism(name, max_n_w=...)`` or ``calibration_for(factory).choose(max_n_w)``
+        (:mod:`deniable.calibration.targets`): one calibration per mechanism, parameters and
+        vocabulary, shipped or cached, every covered word bounded. For S_w or a quantile, read
+        the statistics per ε from :func:`~deniable.calibration.sweep.sweep_epsilons`.
+
     Guarantee (``quantile = 1``): with exact probabilities and all words (``words="all"``, or
     ``final_all``), every vocabulary word meets the targets at the returned ε. With sampled
     statistics, with probability ≥ ``confidence`` every *measured* word does (Wilson / DKW
@@ -211,6 +233,7 @@ def select_epsilon(
     EpsilonSelection
         ``epsilon`` never exceeds the largest ε that passed the final (fresh or exact) check.
     """
+    warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
     if max_n_w is None and min_s_w is None:
         raise ValueError("give at least one target: max_n_w and/or min_s_w")
     if max_n_w is not None:
@@ -240,18 +263,7 @@ def select_epsilon(
     }
 
     probe = mechanism_factory(eps_start)
-    V = int(probe.n_words)
-    all_ids = np.arange(V, dtype=np.int64)
-    if isinstance(words, (int, np.integer)) and not isinstance(words, bool):
-        sample = select_words(probe, int(words), rng=gen)
-        ids = np.union1d(sample, extreme_words(probe, extreme, k=k)).astype(np.int64) if sample.size < V else sample
-        coverage = "all words" if ids.size >= V else f"sample of {sample.size} + {ids.size - sample.size} extreme words"
-        words = ids
-    elif words is None or (isinstance(words, str) and words == "all"):
-        words, coverage = all_ids, "all words"
-    else:
-        n_given = len(words)
-        coverage = f"{n_given} given words"
+    words, coverage = _resolve_words(probe, words, extreme, k, gen)
     if max_n_w is not None and min_s_w is None and method == "auto":
         fast = _curve_selection(
             mechanism_factory, probe, words, coverage, targets, max_n_w=max_n_w, quantile=quantile, draws=draws,
@@ -260,88 +272,131 @@ def select_epsilon(
         )
         if fast is not None:
             return fast
-    evaluations: list[dict[str, Any]] = []
-    passed: dict[float, PlausibleDeniability] = {}
+    run = _Bisection(mechanism_factory, words, targets, draws, eta, confidence, method, gen, progress, eps_min, eps_max, rtol)
+    lo, hi = run.search(eps_start, run.evaluate(eps_start, "bracket"), "bracket")
+    if lo is None:
+        return EpsilonSelection(None, targets, None, run.evaluations, coverage=coverage)
+    all_ids = np.arange(int(probe.n_words), dtype=np.int64)
+    if all(e["draws"] is None for e in run.evaluations):
+        return run.finish_exact(lo, hi is None, coverage, all_ids, final_all)
+    if final_all:
+        run.words, coverage = all_ids, "all words"
+    return run.finish_sampled(lo, hi is None, coverage, recheck_draws, recheck_conf, max_rechecks)
 
-    def evaluate(eps: float, stage: str, *, on: Any = None, n_draws: int = draws, conf: float = confidence) -> bool:
+
+def _resolve_words(probe: Any, words: Any, extreme: int, k: int, gen: np.random.Generator) -> tuple[Any, str]:
+    """The words every evaluation of :func:`select_epsilon` measures, and the coverage they give."""
+    V = int(probe.n_words)
+    if isinstance(words, (int, np.integer)) and not isinstance(words, bool):
+        sample = select_words(probe, int(words), rng=gen)
+        ids = np.union1d(sample, extreme_words(probe, extreme, k=k)).astype(np.int64) if sample.size < V else sample
+        coverage = "all words" if ids.size >= V else f"sample of {sample.size} + {ids.size - sample.size} extreme words"
+        return ids, coverage
+    if words is None or (isinstance(words, str) and words == "all"):
+        return np.arange(V, dtype=np.int64), "all words"
+    return words, f"{len(words)} given words"
+
+
+@dataclass
+class _Bisection:
+    """Bracketing from a start ε (doubling or halving), then geometric bisection, on the statistics
+    of :func:`~deniable.calibration.plausible.plausible_deniability` (each evaluation with a
+    fresh child stream of ``gen``), then the final check: :func:`select_epsilon`'s search."""
+
+    factory: Callable[[float], Any]
+    words: Any
+    targets: dict[str, Any]
+    draws: int
+    eta: float
+    confidence: float
+    method: str
+    gen: np.random.Generator
+    progress: Callable[[int], None] | None
+    eps_min: float
+    eps_max: float
+    rtol: float
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
+    passed: dict[float, PlausibleDeniability] = field(default_factory=dict)
+
+    def evaluate(self, eps: float, stage: str, *, on: Any = None, n_draws: int | None = None, conf: float | None = None) -> bool:
+        """Measure at ``eps`` (on ``on`` or the words), record it, and say whether it passed."""
+        n_draws = self.draws if n_draws is None else n_draws
+        conf = self.confidence if conf is None else conf
         res = plausible_deniability(
-            mechanism_factory(eps), words if on is None else on, draws=n_draws, eta=eta, rng=gen.spawn(1)[0],
-            method=method, confidence=conf, progress=progress,
+            self.factory(eps), self.words if on is None else on, draws=n_draws, eta=self.eta, rng=self.gen.spawn(1)[0],
+            method=self.method, confidence=conf, progress=self.progress,
         )
-        ok, got = meets_targets(res, max_n_w=max_n_w, min_s_w=min_s_w, quantile=quantile)
+        t = self.targets
+        ok, got = meets_targets(res, max_n_w=t["max_n_w"], min_s_w=t["min_s_w"], quantile=t["quantile"])
         sampled = res.method == "sampled"
-        evaluations.append({
+        self.evaluations.append({
             "epsilon": eps, "stage": stage, "passed": ok, "words": len(res), "draws": n_draws if sampled else None,
             "confidence": conf if sampled else None, **got,
         })
         if ok:
-            passed[eps] = res
+            self.passed[eps] = res
         return ok
 
-    def search(eps: float, ok: bool, stage: str, on: Any = None) -> tuple[float | None, float | None]:
+    def search(self, eps: float, ok: bool, stage: str) -> tuple[float | None, float | None]:
         """Bracket from ``eps`` (whose outcome is ``ok``), then bisect: (largest pass, smallest
         fail); (None, hi) when eps_min fails, (lo, None) when eps_max passes."""
         if ok:
             lo, hi = eps, None
-            while lo < eps_max:
-                nxt = min(lo * 2.0, eps_max)
-                if evaluate(nxt, stage, on=on):
+            while lo < self.eps_max:
+                nxt = min(lo * 2.0, self.eps_max)
+                if self.evaluate(nxt, stage):
                     lo = nxt
                 else:
                     hi = nxt
                     break
         else:
             lo, hi = None, eps
-            while hi > eps_min:
-                nxt = max(hi / 2.0, eps_min)
-                if evaluate(nxt, stage, on=on):
+            while hi > self.eps_min:
+                nxt = max(hi / 2.0, self.eps_min)
+                if self.evaluate(nxt, stage):
                     lo = nxt
                     break
                 hi = nxt
             if lo is None:
                 return None, hi
         assert lo is not None  # set by the bracketing above
-        while hi is not None and hi / lo > 1.0 + rtol:
+        while hi is not None and hi / lo > 1.0 + self.rtol:
             mid = math.sqrt(lo * hi)
-            if evaluate(mid, "bisect", on=on):
+            if self.evaluate(mid, "bisect"):
                 lo = mid
             else:
                 hi = mid
         return lo, hi
 
-    lo, hi = search(eps_start, evaluate(eps_start, "bracket"), "bracket")
-    if lo is None:
-        return EpsilonSelection(None, targets, None, evaluations, coverage=coverage)
-    capped = hi is None
-    exact = all(e["draws"] is None for e in evaluations)
-
-    if exact:
+    def finish_exact(self, lo: float, capped: bool, coverage: str, all_ids: np.ndarray, final_all: bool | None) -> EpsilonSelection:
+        """Exact statistics: a final check on every word (unless ``final_all`` is False); if a word
+        outside the measured set fails, the search continues on all words."""
         if (final_all is None or final_all) and coverage != "all words":
             coverage = "all words"
-            if not evaluate(lo, "final", on=all_ids):
-                # a word outside the measured set fails: continue the search on all words
-                words = all_ids
-                lo, hi = search(lo, False, "bracket")
-                if lo is None:
-                    return EpsilonSelection(None, targets, None, evaluations, coverage=coverage)
-                capped = False
-        return EpsilonSelection(lo, targets, passed[lo], evaluations, capped=capped, coverage=coverage)
+            if not self.evaluate(lo, "final", on=all_ids):
+                self.words = all_ids
+                found, _ = self.search(lo, False, "bracket")
+                if found is None:
+                    return EpsilonSelection(None, self.targets, None, self.evaluations, coverage=coverage)
+                lo, capped = found, False
+        return EpsilonSelection(lo, self.targets, self.passed[lo], self.evaluations, capped=capped, coverage=coverage)
 
-    # sampled: fresh re-checks at the Bonferroni-adjusted level; step down while they fail
-    if final_all:
-        words, coverage = all_ids, "all words"
-    cand = lo
-    for _ in range(max_rechecks + 1):
-        passed.clear()
-        if evaluate(cand, "recheck", n_draws=recheck_draws, conf=recheck_conf):
-            return EpsilonSelection(
-                cand, targets, passed[cand], evaluations, capped=capped and cand == lo, coverage=coverage,
-                recheck_confidence=recheck_conf,
-            )
-        cand = cand / (1.0 + rtol)
-        if cand < eps_min:
-            break
-    return EpsilonSelection(None, targets, None, evaluations, coverage=coverage, recheck_confidence=recheck_conf)
+    def finish_sampled(self, lo: float, capped: bool, coverage: str, recheck_draws: int, recheck_conf: float,
+                       max_rechecks: int) -> EpsilonSelection:
+        """Sampled statistics: fresh re-checks at the Bonferroni-adjusted level, stepping ε down by
+        ``1 + rtol`` while they fail."""
+        cand = lo
+        for _ in range(max_rechecks + 1):
+            self.passed.clear()
+            if self.evaluate(cand, "recheck", n_draws=recheck_draws, conf=recheck_conf):
+                return EpsilonSelection(
+                    cand, self.targets, self.passed[cand], self.evaluations, capped=capped and cand == lo, coverage=coverage,
+                    recheck_confidence=recheck_conf,
+                )
+            cand = cand / (1.0 + self.rtol)
+            if cand < self.eps_min:
+                break
+        return EpsilonSelection(None, self.targets, None, self.evaluations, coverage=coverage, recheck_confidence=recheck_conf)
 
 
 def _curve_selection(
@@ -355,18 +410,10 @@ def _curve_selection(
     evaluations, then a fresh re-check (new directions) at the Bonferroni-adjusted level,
     stepping down by ``1 + rtol`` while it fails. None when the mechanism has no curve estimator.
     """
-    from .targets import _pick_estimator, compute_calibration
-
     est = _pick_estimator(probe)
     if est not in ("kernel", "radial"):
         return None
-    V = int(probe.n_words)
-    ids = np.arange(V, dtype=np.int64) if words is None or (isinstance(words, str) and words == "all") else None
-    if ids is None:
-        ids = np.asarray(words, dtype=np.int64) if isinstance(words, np.ndarray) else np.array(
-            [probe.id_of(w) for w in words], dtype=np.int64)
-    if est == "kernel" and final_all is not False:  # exact and cheap: every word, as the exact path does
-        ids, coverage = np.arange(V, dtype=np.int64), "all words"
+    ids, coverage = _curve_words(probe, words, coverage, est, final_all)
     n = int(math.ceil(math.log(eps_max / eps_min) / math.log1p(rtol))) + 1
     grid = np.geomspace(eps_min, eps_max, n)
     directions = min(draws, 256)
@@ -391,16 +438,7 @@ def _curve_selection(
     cand = float(grid[j])
 
     def check(eps: float, conf: float, k: int) -> PlausibleDeniability:
-        c = compute_calibration(factory, epsilons=[eps], words=ids, estimator=est, directions=k, confidence=conf,
-                                rng=gen.spawn(1)[0], progress=False)
-        nan = np.full(ids.size, np.nan)
-        m = probe if math.isclose(float(probe.epsilon), eps) else factory(eps)
-        return PlausibleDeniability(
-            getattr(m, "name", type(m).__name__), float(eps), dict(cal.params), "exact" if not sampled else "sampled",
-            k if sampled else None, float(targets.get("eta", 0.01)), conf, np.array(c.words, dtype=object), ids.copy(),
-            c.n_w[:, 0], c.n_w[:, 0].copy(), c.n_w_upper[:, 0], nan, nan.copy(), nan.copy(), np.zeros(ids.size, np.int64),
-            meta={"estimator": est, "directions": k if sampled else None, "s_w": "not measured (N_w-only selection)"},
-        )
+        return _curve_check(factory, probe, ids, est, eps, conf, k, cal.params, float(targets.get("eta", 0.01)), gen)
 
     if not sampled:  # exact: the curve is the check
         res = check(cand, confidence, directions)
@@ -418,3 +456,33 @@ def _curve_selection(
         if cand < eps_min:
             break
     return EpsilonSelection(None, targets, None, evaluations, coverage=coverage, recheck_confidence=recheck_conf)
+
+
+def _curve_words(probe: Any, words: Any, coverage: str, est: str, final_all: bool | None) -> tuple[np.ndarray, str]:
+    """Vocabulary ids (and coverage) the curve selection measures: the given words, or every word
+    for the exact and cheap kernel estimator (as the exact path's final check does)."""
+    V = int(probe.n_words)
+    if est == "kernel" and final_all is not False:
+        return np.arange(V, dtype=np.int64), "all words"
+    if words is None or (isinstance(words, str) and words == "all"):
+        return np.arange(V, dtype=np.int64), coverage
+    if isinstance(words, np.ndarray):
+        return np.asarray(words, dtype=np.int64), coverage
+    return np.array([probe.id_of(w) for w in words], dtype=np.int64), coverage
+
+
+def _curve_check(factory: Callable[[float], Any], probe: Any, ids: np.ndarray, est: str, eps: float, conf: float, k: int,
+                 params: dict[str, Any], eta: float, gen: np.random.Generator) -> PlausibleDeniability:
+    """N_w of the words ``ids`` at ``eps`` from a fresh single-ε calibration (``k`` new
+    directions for the radial estimator), as a :class:`PlausibleDeniability` (S_w not measured)."""
+    sampled = est == "radial"
+    c = compute_calibration(factory, epsilons=[eps], words=ids, estimator=est, directions=k, confidence=conf,
+                            rng=gen.spawn(1)[0], progress=False)
+    nan = np.full(ids.size, np.nan)
+    m = probe if math.isclose(float(probe.epsilon), eps) else factory(eps)
+    return PlausibleDeniability(
+        getattr(m, "name", type(m).__name__), float(eps), dict(params), "exact" if not sampled else "sampled",
+        k if sampled else None, eta, conf, np.array(c.words, dtype=object), ids.copy(),
+        c.n_w[:, 0], c.n_w[:, 0].copy(), c.n_w_upper[:, 0], nan, nan.copy(), nan.copy(), np.zeros(ids.size, np.int64),
+        meta={"estimator": est, "directions": k if sampled else None, "s_w": "not measured (N_w-only selection)"},
+    )

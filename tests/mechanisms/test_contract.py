@@ -4,6 +4,8 @@ does, so calibration need not probe it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -128,3 +130,145 @@ def test_finite_metric_declares_infinite_distances():
     for mech, finite in cases:
         assert mech.finite_metric is finite
         assert bool(np.isfinite(mech.distance(a, b)).all()) is finite
+
+
+# -- the optional capabilities declared on the base class ----------------------------------------
+
+
+def _probe_dependent(name: str, params: dict) -> set[str]:
+    """What differs in ``params`` between builds at ε = 1 and ε = 2: the ε-derived parameters a
+    declaration must name."""
+    emb = _embedding()
+    kw = dict(params)
+    if name == "brr":
+        emb = binarize(emb, n_bits=kw.pop("n_bits"), method="random-projection", rng=0)
+
+    def build(e: float) -> Mechanism:
+        try:
+            return get_mechanism(name, emb, epsilon=e, cache_dir=False, **kw)
+        except TypeError:
+            return get_mechanism(name, emb, epsilon=e, **kw)
+
+    a, b = build(1.0).params, build(2.0).params
+    return {k for k, v in a.items() if b.get(k) != v}
+
+
+#: Extra parameter sets whose ε-dependence differs (γ given, Diffractor's TEM noise).
+_DEPENDENCE_CASES = [(n, dict(PARAMS.get(n, {}))) for n in sorted(available_mechanisms())] + [
+    ("tem", {"metric": "angular", "gamma": 0.5}),
+    ("diffractor", {"noise": "tem"}),
+    ("diffractor", {"noise": "tem", "gamma": 0.5}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), _DEPENDENCE_CASES, ids=lambda x: x if isinstance(x, str) else ",".join(x) or "-")
+def test_epsilon_dependent_params_are_what_two_builds_show(name, params):
+    """Every built-in declares which parameters ε derives, and the declaration is what building
+    at two ε shows (so calibration keys are unchanged by asking instead of building twice)."""
+    kw = dict(params)
+    emb = _embedding()
+    if name == "brr":
+        emb = binarize(emb, n_bits=kw.pop("n_bits"), method="random-projection", rng=0)
+    try:
+        mech = get_mechanism(name, emb, epsilon=1.0, cache_dir=False, **kw)
+    except TypeError:
+        mech = get_mechanism(name, emb, epsilon=1.0, **kw)
+    declared = mech.epsilon_dependent_params()
+    assert declared is not None, f"{name} does not declare its epsilon-dependent parameters"
+    assert set(declared) == _probe_dependent(name, params)
+
+
+def test_undeclared_epsilon_dependence_is_probed_by_the_calibration_key():
+    """A mechanism that declares nothing (the default None) is keyed by what differs between two
+    builds; control: the same mechanism declaring nothing ε-derived keeps the ε-derived value in
+    its key."""
+    from deniable.calibration.targets import calibration_key
+    from deniable.mechanisms.tem import TEM
+
+    emb = _embedding()
+
+    class Undeclared(TEM):
+        def epsilon_dependent_params(self):
+            return None
+
+    class Wrong(TEM):
+        def epsilon_dependent_params(self):
+            return frozenset()
+
+    _, undeclared, _ = calibration_key(lambda e: Undeclared(emb, epsilon=e, cache_dir=False))
+    _, declared, _ = calibration_key(lambda e: TEM(emb, epsilon=e, cache_dir=False))
+    _, wrong, _ = calibration_key(lambda e: Wrong(emb, epsilon=e, cache_dir=False))
+    assert "gamma" not in undeclared and undeclared == declared and "beta" in declared
+    assert "gamma" in wrong  # control: the key follows the declaration
+
+
+def test_calibration_estimator_is_what_the_calibration_picks(mechanism):
+    """The estimator a mechanism declares is the one the calibration picks for it."""
+    from deniable.calibration.estimators import _pick_estimator
+    from deniable.calibration.targets import ESTIMATORS
+
+    assert mechanism.calibration_estimator() in ESTIMATORS
+    assert mechanism.calibration_estimator() == _pick_estimator(mechanism)
+
+
+def test_calibration_estimator_follows_the_instance():
+    """Radial needs an exact search, the kernel a Euclidean TEM; Vickrey (a Mahalanobis subclass)
+    is not radial."""
+    from deniable.mechanisms.madlib import Madlib
+    from deniable.mechanisms.tem import TEM
+    from deniable.mechanisms.vickrey import Vickrey
+
+    emb = _embedding()
+    assert Madlib(emb, epsilon=1.0).calibration_estimator() == "radial"
+    assert TEM(emb, epsilon=1.0, cache_dir=False).calibration_estimator() == "kernel"
+    assert TEM(emb, epsilon=1.0, metric="angular", cache_dir=False).calibration_estimator() in ("exact", "sampled")
+    assert Vickrey(emb, epsilon=1.0).calibration_estimator() != "radial"
+
+
+def test_precompute_fit_backend_and_points_have_defaults():
+    """Every mechanism answers the optional capabilities: ``precompute()`` (None without
+    tables), ``fittable`` / ``fit`` (TypeError unless fittable), ``backend``, ``has_points``."""
+    from deniable.mechanisms.santext import SanTextPlus
+
+    emb = _embedding()
+    brr = get_mechanism("brr", binarize(emb, n_bits=8, method="random-projection", rng=0), epsilon=1.0)
+    madlib = get_mechanism("madlib", emb, epsilon=1.0)
+    tem = get_mechanism("tem", emb, epsilon=1.0, cache_dir=False)
+    assert brr.precompute() is None and madlib.precompute(progress=False) is None
+    assert tem.precompute() is not None  # control: TEM has neighbourhood tables
+    assert (brr.backend, madlib.backend) == ("numpy", "numpy")
+    assert not madlib.fittable and SanTextPlus.fittable
+    with pytest.raises(TypeError, match="no fit step"):
+        madlib.fit(["a text"])
+    assert madlib.has_points and not brr.has_points
+    with pytest.raises(NotImplementedError):
+        brr.points(np.arange(3))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Stands for an EpsilonChoice: its ε and how it was chosen."""
+
+    epsilon: float
+
+    def __str__(self) -> str:
+        return f"chosen for a test at {self.epsilon:g}"
+
+
+def test_with_epsilon_choice_returns_a_configured_copy():
+    """``with_epsilon_choice`` leaves the mechanism unchanged and gives a copy whose guarantee
+    says how ε was chosen, with the same samples for a seed; a choice for another ε is refused."""
+    import pickle
+
+    emb = _embedding()
+    mech = get_mechanism("madlib", emb, epsilon=2.0)
+    before = dict(vars(mech))
+    chosen = mech.with_epsilon_choice(Choice(2.0))
+    assert vars(mech) == before and mech.epsilon_choice is None and mech.guarantee.chosen_by is None
+    assert chosen is not mech and type(chosen) is type(mech) and chosen.epsilon_choice == Choice(2.0)
+    assert chosen.guarantee.chosen_by == "chosen for a test at 2"
+    ids = np.arange(len(emb))
+    np.testing.assert_array_equal(chosen.sample_ids(ids, rng=3), mech.sample_ids(ids, rng=3))
+    assert pickle.loads(pickle.dumps(chosen)).guarantee.chosen_by == "chosen for a test at 2"
+    with pytest.raises(ValueError, match="epsilon"):
+        mech.with_epsilon_choice(Choice(3.0))

@@ -311,9 +311,9 @@ def _knn_dists(mechanism: Any, ids: np.ndarray, k: int) -> np.ndarray | None:
     """Distances from each of ``ids`` to its 1st..k-th nearest *other* vocabulary word, shape
     ``(len(ids), k)`` (fewer columns in a tiny vocabulary; None when the mechanism has no
     vector points)."""
-    points = getattr(mechanism, "points", None)
-    if not callable(points):
+    if not mechanism.has_points:
         return None
+    points = mechanism.points
     from ..neighbors import ExactEuclideanIndex
 
     vocab_pts = np.asarray(points(np.arange(mechanism.n_words)), dtype=np.float32)

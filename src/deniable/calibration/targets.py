@@ -124,6 +124,4 @@ def mechanism_for_target(
         return get_mechanism(name, embedding, epsilon=e, **params)
 
     choice, _ = choose_epsilon(factory, tau, progress=progress, cache_dir=cache_dir)
-    mech = get_mechanism(name, embedding, epsilon=choice.epsilon, backend=backend, device=device, **params)
-    mech.epsilon_choice = choice
-    return mech
+    return get_mechanism(name, embedding, epsilon=choice.epsilon, backend=backend, device=device, **params).with_epsilon_choice(choice)

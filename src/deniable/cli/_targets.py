@@ -104,9 +104,7 @@ def build_for_targets(
             choice, _ = choose_epsilon(factory, tau, progress=progress)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-        mech = build(name, choice.epsilon, params, embedding_path, limit, progress=progress, vocabulary=vocab)
-        mech.epsilon_choice = choice
-        mechs.append(mech)
+        mechs.append(build(name, choice.epsilon, params, embedding_path, limit, progress=progress, vocabulary=vocab).with_epsilon_choice(choice))
     return mechs
 
 

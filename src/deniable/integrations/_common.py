@@ -52,14 +52,12 @@ def as_mechanism(mechanism: Any, *, epsilon: float | None = None, embedding: Any
 
         embedding = load_embedding(embedding)
     mech = get_mechanism(mechanism, embedding, epsilon=epsilon, **params)
-    if hasattr(mech, "precompute"):  # one-time tables (TEM), cached on disk
-        mech.precompute()
+    mech.precompute()  # one-time tables (TEM), cached on disk; a no-op without tables
     return mech
 
 
 def for_workers(mechanism: Any) -> Any:
     """Build the mechanism's one-time tables (TEM's neighbourhoods) here, before it is shipped,
     so that workers receive them instead of each building its own."""
-    if hasattr(mechanism, "precompute"):
-        mechanism.precompute(progress=False)
+    mechanism.precompute(progress=False)
     return mechanism

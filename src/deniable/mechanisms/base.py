@@ -67,31 +67,78 @@ class Mechanism(ABC):
       computations read; a subclass with a closed form defines one of ``log_probabilities`` and
       ``probabilities``, and the other follows);
     * :attr:`finite_metric` — False when d is infinite between some words (an output reveals a
-      partition of the input), so metric scales, and the privacy ratio, are undefined.
+      partition of the input), so metric scales, and the privacy ratio, are undefined;
+    * :attr:`has_points` and :meth:`points` — vectors standing for the words, where the
+      mechanism works on vectors (calibrations rank words by isolation with them);
+    * :meth:`precompute` — build (or load from the disk cache) the one-time tables sampling
+      reads, ahead of first use; a no-op returning None for mechanisms without any;
+    * :attr:`fittable` and :meth:`fit` — whether the mechanism learns from a corpus before use
+      (SanText+), and that step;
+    * :meth:`calibration_estimator` — how a calibration measures N_w for this instance
+      (``"kernel"``, ``"radial"``, ``"flips"``, ``"exact"`` or ``"sampled"``);
+    * :meth:`epsilon_dependent_params` — which of :attr:`params` ε derives (left out of a
+      calibration's key), or None when undeclared (a calibration then compares two builds);
+    * :attr:`epsilon_choice` — how ε was chosen from a privacy target (None for a given ε), set
+      by building a configured copy with :meth:`with_epsilon_choice`;
+    * :attr:`backend` — ``"numpy"``, or ``"torch"`` for the device samplers of
+      :mod:`deniable.backends`.
+
+    Every capability has one signature and a default here, so consumers ask the instance
+    instead of probing for attributes. A new mechanism is registered by name with
+    :func:`~deniable.mechanisms.registry.register` (docs/tutorials/add_mechanism.md).
     """
 
     name: ClassVar[str] = "mechanism"
-    #: Set by ``get_mechanism(..., max_n_w=...)``: how ε was chosen (a
-    #: :class:`~deniable.calibration.targets.EpsilonChoice`); every subclass's ``guarantee``
-    #: then carries it as ``Guarantee.chosen_by``.
+    #: ``"numpy"`` (sampled on the CPU), or ``"torch"`` for the device samplers of
+    #: :mod:`deniable.backends` (their text work can then run in worker processes).
+    backend: ClassVar[str] = "numpy"
+    #: Whether the mechanism learns from a corpus (:meth:`fit`) before use.
+    fittable: ClassVar[bool] = False
+    #: How ε was chosen when it came from a privacy target (a
+    #: :class:`~deniable.calibration.targets.EpsilonChoice`), None for a given ε: set on a copy
+    #: built by :meth:`with_epsilon_choice` (``get_mechanism(..., max_n_w=...)``); the
+    #: :attr:`guarantee` then carries it as ``Guarantee.chosen_by``.
     epsilon_choice: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A subclass states its guarantee as a ``guarantee`` property (the one place it is
+        # derived); the base class adds, explicitly and once per class, how ε was chosen
+        # (:meth:`_with_choice`), so no subclass repeats that provenance logic.
         super().__init_subclass__(**kwargs)
         prop = cls.__dict__.get("guarantee")
         if isinstance(prop, property) and prop.fget is not None and not getattr(prop.fget, "_with_choice", False):
             fget = prop.fget
 
             def guarantee(self: Mechanism) -> Guarantee:
-                g = fget(self)
-                choice = self.epsilon_choice
-                if choice is None or not isinstance(g, Guarantee) or g.chosen_by is not None or g.epsilon != choice.epsilon:
-                    return g
-                return dataclasses.replace(g, chosen_by=str(choice))
+                return self._with_choice(fget(self))
 
             guarantee._with_choice = True  # type: ignore[attr-defined]
             guarantee.__doc__ = fget.__doc__
             cls.guarantee = property(guarantee, doc=prop.__doc__)  # type: ignore[assignment]
+
+    def _with_choice(self, g: Guarantee) -> Guarantee:
+        """``g`` with ``chosen_by`` saying how ε was chosen, when :attr:`epsilon_choice` chose
+        this ε (and ``g`` does not say it already)."""
+        choice = self.epsilon_choice
+        if choice is None or not isinstance(g, Guarantee) or g.chosen_by is not None or g.epsilon != choice.epsilon:
+            return g
+        return dataclasses.replace(g, chosen_by=str(choice))
+
+    def with_epsilon_choice(self, choice: Any) -> Mechanism:
+        """A copy of this mechanism that records how its ε was chosen from a privacy target
+        (``choice``: an :class:`~deniable.calibration.targets.EpsilonChoice` whose ``epsilon`` is
+        this mechanism's ε; None: a given ε). The copy shares this one's tables (same ε, same
+        parameters, so the same distribution and the same samples for a seed); this mechanism
+        is unchanged. Its :attr:`guarantee` then says how ε was chosen."""
+        if choice is not None and not math.isclose(float(choice.epsilon), self.epsilon, rel_tol=1e-12, abs_tol=0.0):
+            raise ValueError(
+                f"the choice is for epsilon={float(choice.epsilon):g} but this mechanism has epsilon={self.epsilon:g}; "
+                "build the mechanism at the chosen epsilon first"
+            )
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__["epsilon_choice"] = choice
+        return copy
 
     def __init__(self, vocabulary: Any, *, epsilon: float) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
@@ -185,6 +232,47 @@ class Mechanism(ABC):
         """The guarantee's metric d as points and a named metric, d(x, x') = metric(points[x],
         points[x']) for vocabulary words x, x' (UNK excluded), with a cache key; None when d has
         no such form (consumers then evaluate :meth:`distance` on pairs)."""
+        return None
+
+    @property
+    def has_points(self) -> bool:
+        """Whether :meth:`points` gives vectors for the words (an embedding's vectors), which
+        calibrations use to find the most isolated words; True when a class defines
+        :meth:`points`."""
+        return _defined_by(type(self), "points") is not Mechanism
+
+    def points(self, ids: np.ndarray) -> np.ndarray:
+        """Vectors of the words ``ids`` (rows; UNK_ID allowed), where the mechanism works on
+        vectors (:attr:`has_points`). The default raises ``NotImplementedError``."""
+        raise NotImplementedError(f"{type(self).__name__} has no vector points for its words")
+
+    def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Any:
+        """Build now (or load from the disk cache) the one-time tables sampling reads, instead
+        of at the first draw, and return them; ``progress`` shows a bar (None: when stderr is a
+        terminal), ``rebuild`` ignores a cached copy. The default, for mechanisms without such
+        tables, does nothing and returns None."""
+        return None
+
+    def fit(self, texts: Any) -> Mechanism:
+        """Learn from a corpus (an iterable of texts) what the mechanism needs before use, and
+        return the mechanism; only for :attr:`fittable` mechanisms (SanText+). The default
+        raises ``TypeError``."""
+        raise TypeError(f"{self.name} has no fit step (fittable is False); only mechanisms that learn from a corpus, such as santext_plus, are fitted")
+
+    def calibration_estimator(self) -> str:
+        """How a calibration (docs/calibration.md) measures N_w = Pr[M(w) = w] over ε for this
+        instance: ``"kernel"`` (TEM's exact distance histograms), ``"radial"`` (noise R·u of a
+        Gamma radius along random directions, Madlib and Mahalanobis with an exact search),
+        ``"flips"`` (BRR's coupled bit flips), ``"exact"`` (:meth:`log_probabilities`) or
+        ``"sampled"`` (draws). The default: ``"exact"`` with :attr:`has_exact_probabilities`,
+        else ``"sampled"``."""
+        return "exact" if self.has_exact_probabilities else "sampled"
+
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        """Names of :attr:`params` whose value ε derives for this instance (e.g. TEM's
+        ``gamma`` when only ``beta`` was given): calibrations leave them out of their key, which
+        holds what the user chose. None (the default): not declared, so a calibration builds
+        the mechanism at two ε and leaves out what differs."""
         return None
 
     # -- shared behaviour ------------------------------------------------------------------
@@ -386,7 +474,8 @@ def _rebuild(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return cls(*args, **kwargs)
 
 
-#: Attributes set after construction that pickling keeps (e.g. how ε was chosen).
+#: Attributes besides the constructor call that pickling keeps (how ε was chosen,
+#: :meth:`Mechanism.with_epsilon_choice`).
 _PICKLED_AFTER_INIT = ("epsilon_choice",)
 
 

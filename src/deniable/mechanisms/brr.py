@@ -129,6 +129,19 @@ class BRR(Mechanism):
     def _params(self) -> dict[str, Any]:
         return {"n_bits": self.n_bits, "index": self._index_spec}
 
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        return frozenset()  # every parameter is the user's choice
+
+    def calibration_estimator(self) -> str:
+        """``"flips"`` (one uniform per bit couples every ε) with an exact FAISS index and no exact
+        probabilities; else ``"exact"`` or ``"sampled"`` (with the numpy scan, sampling each ε is
+        about as fast)."""
+        from ..binary.hamming import FaissBinaryIndex
+
+        if isinstance(self.index, FaissBinaryIndex) and self.index.exact and not self.has_exact_probabilities:
+            return "flips"
+        return super().calibration_estimator()
+
     def metric_space(self) -> MetricSpace:
         """Hamming distance on the packed codes."""
         be = self.binary_embedding

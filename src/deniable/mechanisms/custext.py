@@ -426,6 +426,9 @@ class CusText(EmbeddingMechanism):
             domain,
         )
 
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        return frozenset()  # every parameter is the user's choice
+
     def _params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"K": self.K, "metric": self.metric}
         if not self.complete_sets:

@@ -439,6 +439,10 @@ class Diffractor(EmbeddingMechanism):
             domain,
         )
 
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        """``{"gamma"}`` for TEM noise with γ derived from β and ε, else none."""
+        return frozenset({"gamma"}) if self.noise == "tem" and not self._gamma_given else frozenset()
+
     def _params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"noise": self.noise, "metrics": list(self.metrics)}
         if self._lists_given:

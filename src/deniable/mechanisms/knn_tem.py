@@ -206,6 +206,9 @@ class KnnTEM(EmbeddingMechanism):
     def guarantee(self) -> Guarantee:
         return Guarantee(self.epsilon, _metric_text(self.metric), self._domain)
 
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        return frozenset()  # every parameter is the user's choice
+
     def _params(self) -> dict[str, Any]:
         return {"k": self.k, "metric": metric_name(self.metric)}
 

@@ -83,3 +83,12 @@ class Madlib(EmbeddingMechanism):
 
     def _params(self) -> dict[str, Any]:
         return {"index": self._index_spec}
+
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        return frozenset()  # every parameter is the user's choice
+
+    def calibration_estimator(self) -> str:
+        """``"radial"`` with an exact nearest-neighbour search (the noise is R·u, R ~ Gamma(d, 1/ε),
+        so one set of directions measures every ε); an approximate search changes which word is
+        returned, so it is measured like any other mechanism."""
+        return "radial" if self._index_spec in ("exact", "faiss-flat") else super().calibration_estimator()

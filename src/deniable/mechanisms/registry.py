@@ -1,15 +1,21 @@
-"""Mechanisms by name: ``get_mechanism("madlib" | "mahalanobis" | "tem" | "brr", ...)``."""
+"""Mechanisms by name: ``get_mechanism("madlib" | "mahalanobis" | "tem" | "brr", ...)``.
+
+The built-in mechanisms are registered as ``"module:Class"`` paths, imported on first use; a new
+mechanism registers its class with the :func:`register` decorator where it is defined
+(docs/tutorials/add_mechanism.md), or with :func:`register_mechanism`."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .base import Mechanism
 
-__all__ = ["get_mechanism", "register_mechanism", "available_mechanisms", "mechanism_class", "mechanism_parameters"]
+__all__ = ["get_mechanism", "register", "register_mechanism", "available_mechanisms", "mechanism_class", "mechanism_parameters"]
+
+M = TypeVar("M", bound=type[Mechanism])
 
 # Extension points filled by layers above this one (docs/architecture.md): the package root
 # connects calibration.targets.mechanism_for_target (ε from a privacy target) and the torch
@@ -57,6 +63,37 @@ def register_mechanism(name: str, cls: type[Mechanism] | str, *, replace: bool =
         raise ValueError(f"a mechanism named {name!r} is already registered; pass replace=True to override it")
     _REGISTRY[name] = cls
     _DEPRECATED.pop(name, None)
+
+
+def register(name: str, *, replace: bool = False) -> Callable[[M], M]:
+    """Class decorator: register the decorated :class:`~deniable.mechanisms.base.Mechanism`
+    subclass under ``name`` (as :func:`register_mechanism` does) and return it unchanged, so
+    that :func:`get_mechanism`, the CLI and the service offer it::
+
+        @register("my_mechanism")
+        class MyMechanism(Mechanism):
+            name = "my_mechanism"
+            ...
+
+    Raises ``ValueError`` when ``name`` is empty or taken (``replace=True`` overrides a
+    registration) or when the class's ``name`` attribute (what calibrations and the ledger
+    record) is not ``name``; ``TypeError`` when the decorated object is not a Mechanism
+    subclass."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"mechanism name must be a non-empty string, got {name!r}")
+
+    def decorate(cls: M) -> M:
+        if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
+            raise TypeError(f"@register({name!r}) decorates a subclass of deniable.Mechanism, got {cls!r}")
+        if cls.name != name:
+            raise ValueError(
+                f"{cls.__name__}.name is {cls.name!r} but it is registered as {name!r}; set name = {name!r} on the class "
+                "(calibrations and the ledger record it), or use register_mechanism for an alias"
+            )
+        register_mechanism(name, cls, replace=replace)
+        return cls
+
+    return decorate
 
 
 def available_mechanisms() -> list[str]:

@@ -174,6 +174,9 @@ class SanText(EmbeddingMechanism):
     def guarantee(self) -> Guarantee:
         return Guarantee(self.epsilon, _metric_text(self.metric), self._domain)
 
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        return frozenset()  # every parameter is the user's choice
+
     def _params(self) -> dict[str, Any]:
         return {"metric": metric_name(self.metric)}
 
@@ -256,6 +259,7 @@ class SanTextPlus(SanText):
     """
 
     name = "santext_plus"
+    fittable = True
 
     @property
     def finite_metric(self) -> bool:

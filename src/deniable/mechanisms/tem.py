@@ -242,6 +242,14 @@ class TEM(EmbeddingMechanism):
             text = f"user metric {metric_name(self.metric)} between embedding vectors (must be a true metric)"
         return Guarantee(self.epsilon, text, self._domain)
 
+    def epsilon_dependent_params(self) -> frozenset[str] | None:
+        """``{"gamma"}`` when γ is derived from β and ε, else none."""
+        return frozenset() if self._gamma_given else frozenset({"gamma"})
+
+    def calibration_estimator(self) -> str:
+        """``"kernel"`` (exact distance histograms) for the Euclidean metric, else as the base class."""
+        return "kernel" if self.metric == "euclidean" else super().calibration_estimator()
+
     def _params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"gamma": round(self.gamma, 6)}
         if not self._gamma_given:

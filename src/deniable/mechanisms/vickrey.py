@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import check_int, check_unit_interval
 from ..neighbors import NearestNeighbors
-from .base import Guarantee
+from .base import Guarantee, Mechanism
 from .mahalanobis import Mahalanobis
 
 __all__ = ["Vickrey", "vickrey_first_probability"]
@@ -143,6 +143,10 @@ class Vickrey(Mahalanobis):
         if self.vickrey_metric == "euclidean":
             return Guarantee(self.epsilon, "Euclidean distance between embedding vectors", self._domain)
         return Guarantee(self.epsilon, f"regularized Mahalanobis distance (lam={self.lam:g}) between embedding vectors", self._domain)
+
+    def calibration_estimator(self) -> str:
+        # the Vickrey mix is not the radial noise of its Madlib / Mahalanobis parent
+        return Mechanism.calibration_estimator(self)
 
     def _params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"t": self.t, "metric": self.vickrey_metric}

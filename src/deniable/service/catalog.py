@@ -31,9 +31,12 @@ import threading
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import PoolError
+
+if TYPE_CHECKING:
+    from ..mechanisms.base import Mechanism
 
 __all__ = ["FIXED_PARAMS", "UNFITTED", "ParamSpec", "MechanismSpec", "mechanism_spec", "normalize_params", "without_defaults"]
 
@@ -167,7 +170,7 @@ def _vocabulary(cls: type, first: inspect.Parameter | None) -> str | None:
     return "binary" if first is not None and first.name == "binary_embedding" else None
 
 
-def _build_spec(name: str, cls: type) -> MechanismSpec:
+def _build_spec(name: str, cls: type[Mechanism]) -> MechanismSpec:
     from ..mechanisms.registry import mechanism_parameters
 
     signature = list(mechanism_parameters(name).values())
@@ -187,7 +190,7 @@ def _build_spec(name: str, cls: type) -> MechanismSpec:
     if index is not None and isinstance(index.default, str) and _json_types(index.annotation) is None:
         shared = index.default  # the constructor accepts an index object: one per vocabulary can serve every ε
     doc = inspect.getdoc(cls) or name
-    notes = UNFITTED if callable(getattr(cls, "fit", None)) else None
+    notes = UNFITTED if cls.fittable else None
     return MechanismSpec(name, _plain(doc.split("\n\n")[0]), vocabulary, params, excluded, shared, notes)
 
 

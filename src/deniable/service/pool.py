@@ -285,11 +285,9 @@ class MechanismPool:
 
 def _warm_up(mech: Any) -> None:
     """Build what the mechanism builds lazily (neighbour tables, samplers) now, before it is
-    shared, instead of under concurrent first use: its ``precompute()`` where it has one, then
-    one draw for word 0 with a fixed seed (output discarded)."""
-    precompute = getattr(mech, "precompute", None)
-    if callable(precompute):
-        precompute()
+    shared, instead of under concurrent first use: its ``precompute()`` (a no-op for mechanisms
+    without tables), then one draw for word 0 with a fixed seed (output discarded)."""
+    mech.precompute()
     if mech.n_words:
         mech.sample_ids(np.zeros(1, dtype=np.int64), rng=0)
 

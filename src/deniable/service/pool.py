@@ -17,7 +17,7 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator
 from ..text.privatize import privatize_texts
-from ..text.tokenize import lookup_key, word_pattern
+from ..text.tokenize import lookup_key, split_words
 from .catalog import MechanismSpec, mechanism_spec, normalize_params, without_defaults
 from .errors import PoolError
 
@@ -307,10 +307,10 @@ def privatize_detailed(
 ) -> dict[str, Any]:
     """Privatize ``texts`` and say which words changed.
 
-    The words of all texts go through :func:`deniable.text.privatize_texts` as one batch (one
-    ``sample_ids`` call, in order: the same output as privatizing the texts themselves with the
-    same ``rng``), which keeps every privacy rule (OOV words privatized as UNK or dropped, never
-    copied) in one place; this function only reassembles the texts around the separators and
+    The texts go through :func:`deniable.text.privatize_texts` as one batch (one ``sample_ids``
+    call: the same output as privatizing the texts with the library and the same ``rng``, clitics
+    included), which keeps every privacy rule (OOV words privatized as UNK or dropped, never
+    copied) in one place; this function only reads its per-word outputs (``token_outputs``) and
     counts. A word counts as changed when the output's lookup key differs from the input's (or it
     was dropped). Every count comes from this call's own data (its ``stats`` and flags), never
     from state kept on ``mechanism``, which concurrent requests share.
@@ -326,24 +326,20 @@ def privatize_detailed(
         ``unknown``, ``changed``, and with ``segments=True`` per text a list of
         ``{"text", "word", "changed"}`` pieces of the output (separators have ``word`` false).
     """
-    split = word_pattern().split
-    parts_list = [split(t) for t in texts]
-    words = [w for parts in parts_list for w in parts[1::2]]
     stats: dict[str, int] = {}
-    new = privatize_texts(mechanism, words, rng=as_generator(rng), oov=oov, case=case, stats=stats) if words else []
+    tokens: list[tuple[list[str], list[str]]] = []
+    out_texts = privatize_texts(mechanism, list(texts), rng=as_generator(rng), oov=oov, case=case, stats=stats, token_outputs=tokens)
     lower = bool(getattr(mechanism.vocabulary, "uncased", False))
-    flags = [_changed(w, o, lower) for w, o in zip(words, new)]
-    out_texts: list[str] = []
     per_text: list[dict[str, int]] = []
     segs: list[list[dict[str, Any]]] = []
-    k = 0
-    for parts in parts_list:
-        n = len(parts) // 2
-        outs, fl = new[k : k + n], flags[k : k + n]
-        parts[1::2] = outs
-        out_texts.append("".join(parts))
-        per_text.append({"words": n, "changed": int(sum(fl))})
+    all_flags: list[bool] = []
+    for text, (words, outs) in zip(texts, tokens):
+        fl = [_changed(w, o, lower) for w, o in zip(words, outs)]
+        all_flags += fl
+        per_text.append({"words": len(words), "changed": int(sum(fl))})
         if segments:
+            parts = split_words(text)
+            parts[1::2] = outs
             seg: list[dict[str, Any]] = []
             for i, piece in enumerate(parts):
                 if i % 2 == 0:
@@ -352,11 +348,12 @@ def privatize_detailed(
                 else:
                     seg.append({"text": piece, "word": True, "changed": fl[i // 2]})
             segs.append(seg)
-        k += n
+    words_total = sum(p["words"] for p in per_text)
+    flags = all_flags
     result: dict[str, Any] = {
         "texts": out_texts,
         "per_text": per_text,
-        "words": len(words),
+        "words": words_total,
         "unknown": int(stats.get("unknown", 0)),
         "changed": int(sum(flags)),
     }

@@ -162,6 +162,7 @@ def privatize_texts(
     case: str = "preserve",
     stats: dict[str, int] | None = None,
     privatized_per_text: list[int] | None = None,
+    token_outputs: list[tuple[list[str], list[str]]] | None = None,
 ) -> list[str]:
     """Privatize each word of each text; separators pass through unchanged.
 
@@ -181,6 +182,9 @@ def privatize_texts(
     :class:`PrivatizationSummary`);
     ``privatized_per_text``, when given, is extended with the number of words the mechanism
     privatized in each text (UNK included; dropped or kept unknown words excluded).
+    ``token_outputs``, when given, is extended with one ``(input words, output strings)`` pair per
+    text, position by position (``""`` for a dropped word; a clitic's output may start with a
+    space), for callers that show which words changed.
     """
     check_oov(oov)
     check_case(case)
@@ -199,6 +203,8 @@ def privatize_texts(
         _record(own, stats)
         if privatized_per_text is not None:
             privatized_per_text.extend([0] * len(parts_list))
+        if token_outputs is not None:
+            token_outputs.extend(([], []) for _ in parts_list)
         return list(texts)
     uncased = vocab.uncased
     # Per-token work is done once per *distinct* word (lookup keys, case patterns) and once per
@@ -240,6 +246,8 @@ def privatize_texts(
     k = 0
     for parts in parts_list:
         n = len(parts) // 2
+        if token_outputs is not None:
+            token_outputs.append((parts[1::2], out_words[k : k + n]))
         if n:
             parts[1::2] = out_words[k : k + n]
             k += n

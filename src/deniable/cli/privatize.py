@@ -12,6 +12,7 @@ import numpy as np
 from .._rng import as_generator
 from ..errors import DataError
 from ..mechanisms.registry import available_mechanisms
+from ..reports import RunRecorder, read_examples
 from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
 from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
 from ._io import atomic_output, input_size, progress
@@ -84,8 +85,7 @@ def build_mechanism(
         raise click.UsageError(f"invalid parameters for mechanism {name!r}: {exc}") from None
     except (ImportError, RuntimeError) as exc:  # --device: torch missing, or no CUDA
         raise click.UsageError(str(exc)) from None
-    if hasattr(mech, "precompute"):  # one-time tables (TEM), cached on disk; show progress
-        mech.precompute(progress=progress)
+    mech.precompute(progress=progress)  # one-time tables (TEM), cached on disk; show progress
     return mech
 
 
@@ -93,8 +93,8 @@ def _fit_corpus(mechanism, path: str | None):
     """``mechanism`` fitted to the corpus file ``path`` (one text per line), or as is for None."""
     if path is None:
         return mechanism
-    if not callable(getattr(mechanism, "fit", None)):
-        raise click.BadParameter(f"{getattr(mechanism, 'name', mechanism)} has no fit step; --fit applies to santext_plus", param_hint="--fit")
+    if not mechanism.fittable:
+        raise click.BadParameter(f"{mechanism.name} has no fit step; --fit applies to santext_plus", param_hint="--fit")
     try:
         with open(path, encoding="utf-8") as lines:
             mechanism.fit(lines)
@@ -108,7 +108,7 @@ def _fit_corpus(mechanism, path: str | None):
 def _privatize(mechanism, texts: list[str], **kwargs: Any) -> list[str]:
     """``privatize_texts``; with the torch backend the text work runs in worker processes
     (same output for the same seed; :mod:`deniable.backends.text`)."""
-    if getattr(mechanism, "backend", None) == "torch":
+    if mechanism.backend == "torch":
         from ..backends.text import shared_privatizer
 
         return shared_privatizer(mechanism).privatize_texts(texts, **kwargs)
@@ -171,6 +171,8 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--oov", type=click.Choice(OOV_POLICIES), default="unk", show_default=True, help="Out-of-vocabulary words: privatize as UNK, drop, or keep verbatim (unsafe; warns).")
 @click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
 @click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary and the input words most likely to come back unchanged to stderr. Input-dependent (it names input words): keep it with the text's owner, never release it with the output.")
+@click.option("--privacy-report", "privacy_report", default=None, type=click.Path(dir_okay=False), metavar="PATH", help="Write a sign-off report of this run to PATH (HTML; JSON when PATH ends in .json): epsilon and guarantee, per-document bounds, the input words most likely to survive, an attack's recovery rate, warnings, plots. Input-dependent (it names input words): keep it with the text's owner, never release it with the output. Not with --spark.")
+@click.option("--report-examples", "report_examples", default=0, type=click.IntRange(min=0), metavar="N", help="With --privacy-report: include the first N before/after records (they contain data; default none).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--device", default=None, metavar="DEVICE", help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"), tokenizing in worker processes. Default: the numpy backend.')
 @click.option("--spark", "use_spark", is_flag=True, help='Run on Spark (pip install "deniable[spark]"; master local[*] unless --master): INPUT is one Parquet/CSV/JSONL/txt file or directory of part files, -o the output directory.')
@@ -183,7 +185,7 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--dataset", default=None, metavar="NAME", help="With --ledger: the dataset's name in the ledger (default: a hash of the input file's bytes; required for stdin).")
 @click.option("--max-total", "max_total", default=None, type=click.FloatRange(min=0, min_open=True), metavar="X", help="With --ledger: refuse (exit 1, no output written) a release that would take its dataset's or a user key's sum of epsilon past X. Needs -o FILE.")
 @click.option("--user-column", "user_column", default=None, metavar="COL", help="With --ledger: the jsonl field or csv column holding each record's user key; the ledger keeps totals per user key.")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, release_id, content_keys, output_format, fit_path=None, ledger_path=None, dataset=None, max_total=None, user_column=None):
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, release_id, content_keys, output_format, fit_path=None, ledger_path=None, dataset=None, max_total=None, user_column=None, privacy_report=None, report_examples=0):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -212,6 +214,10 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     book = LedgerRun.from_options(ledger_path, dataset, max_total, user_column, inputs=inputs, output=output, column=column, fmt=fmt, spark=use_spark or master is not None)
     if fit_path is not None and max_nw is not None:
         raise click.BadParameter("--max-nw chooses epsilon for the unfitted mechanism; with --fit give -e", param_hint="--fit")
+    if report_examples and privacy_report is None:
+        raise click.BadParameter("applies with --privacy-report PATH", param_hint="--report-examples")
+    if privacy_report is not None and (use_spark or master is not None):
+        raise click.BadParameter("--privacy-report is not available with --spark; run it on a sample without --spark", param_hint="--privacy-report")
     if use_spark or master is not None:
         _check_spark_usage(inputs, output, master, secure, report, device, fmt)
         _check_spark_keys(seed, key, release_id, content_keys)
@@ -243,13 +249,14 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
     mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress), fit_path)
     tracker = SurvivalTracker(mech) if report else None
+    recorder = RunRecorder(mech, rng=seed or 0) if privacy_report is not None else None
     if secure and seed is not None:
         raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
     gen = as_generator("secure" if secure else seed)
     if book is not None:
         book.precheck(mech, inputs)  # a dataset already at its budget: refused before the run
     stats: dict[str, int] = {}
-    docs: list | None = [] if report else None
+    docs: list | None = [] if report or privacy_report is not None else None
     total = sum(s for s in (input_size(p) for p in inputs) if s) or None
     disable = None if show_progress is None else not show_progress
     with progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings():
@@ -269,11 +276,16 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         click.echo(line, err=True)
     if book is not None:
         book.report()  # the releases recorded in the ledger, one line each
-    if docs is not None:
+    if report and docs is not None:
         _print_report(mech, docs, stats, oov)
     if tracker is not None:
         for line in tracker.lines():
             click.echo(line, err=True)
+    if recorder is not None:  # --privacy-report: after the run, from what the recorder saw
+        examples, note = read_examples(inputs, targets, report_examples, fmt=fmt, column=column) if report_examples else ([], None)
+        recorder.report(stats=stats, lengths=[n for _, n in docs or []], lines=[ln for ln, _ in docs or []], oov=oov, examples=examples,
+                        examples_note=note, seed=seed, inputs=list(inputs)).write(privacy_report)
+        click.echo(f"privacy report: {privacy_report} (input-dependent: keep it with the text's owner)", err=True)
 
 
 def _check_spark_usage(inputs: tuple[str, ...], output: str, master: str | None, secure: bool, report: bool, device: str | None, fmt: str | None) -> None:
@@ -340,8 +352,8 @@ def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: st
     else:
         keyed = "every row drawn independently (a fresh secret for this run)"
     eps = f"epsilon={float(mech.epsilon):.4g}"
-    choice = getattr(mech, "epsilon_choice", None)
-    click.echo(f"{getattr(mech, 'name', type(mech).__name__)} {eps}: column {column!r} privatized on Spark ({where}), {keyed} -> {output} ({done['format']})", err=True)
+    choice = mech.epsilon_choice
+    click.echo(f"{mech.name} {eps}: column {column!r} privatized on Spark ({where}), {keyed} -> {output} ({done['format']})", err=True)
     if choice is not None:
         click.echo(f"epsilon {choice}", err=True)
 

@@ -404,3 +404,20 @@ def test_exact_estimator_falls_back_when_the_factory_changes_more_than_epsilon()
     np.testing.assert_allclose(cal.n_w, _loop_n_w(make, cal.word_ids, grid), rtol=1e-9)
     fast = make(grid[0]).self_probabilities(cal.word_ids, grid)
     assert not np.allclose(fast, cal.n_w, rtol=1e-3)  # control: the fast path would have been wrong
+
+
+def test_every_registered_mechanism_resolves_a_target_from_shipped_data_or_fails_at_once():
+    """For every registered name a target on the bundled embedding is read from shipped data
+    (nothing computed), or refused at once naming the reachable targets."""
+    import time
+
+    from deniable.calibration.targets import _DATA
+
+    for name in deniable.available_mechanisms():
+        assert (_DATA / f"{name}.npz").is_file(), f"no calibration shipped for {name}"
+        t0 = time.perf_counter()
+        mech = deniable.get_mechanism(name, max_n_w=0.9)
+        assert mech.epsilon_choice.source == "shipped calibration", name
+        assert time.perf_counter() - t0 < 30, name  # loading, never computing (minutes)
+    with pytest.raises(ValueError, match=r"reachable targets: max_n_w >= 0\.5"):
+        deniable.get_mechanism("diffractor", max_n_w=0.1)  # the clamped list ends keep N_w >= 1/2

@@ -207,7 +207,7 @@ class Calibration:
             raise ValueError(
                 f"no epsilon >= {self.epsilons[0]:g} meets max_n_w={tau:g} for {self.mechanism} on this vocabulary "
                 f"(worst word {self.words[int(self.worst_index[0])] if self.words else '?'!r} has N_w up to {self.worst_upper[0]:.3g} "
-                f"even there); raise the target"
+                f"even there); reachable targets: max_n_w >= {float(self.worst_upper.min()):.3g}; raise the target"
             )
         j = int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1
         eps = float(self.epsilons[j])

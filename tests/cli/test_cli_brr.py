@@ -149,3 +149,13 @@ def test_privacy_ratio_param_and_limit_alias(glove_file):
     assert res.exit_code == 2 and "conflicts" in _one_line_error(res)
     res = CliRunner().invoke(cli, [*base, "--param", "lam=2"])
     assert res.exit_code == 2 and "lam must be in [0, 1]" in _one_line_error(res)
+
+
+def test_privacy_ratio_takes_every_registered_mechanism_with_a_finite_metric():
+    """Peer mechanisms with a Euclidean guarantee get a ratio (1 against Madlib on the same
+    vectors); one whose metric is infinite between some words is refused with the reason."""
+    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "knn_tem", "--limit", "300", "-e", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["ratio"]["avg"] == pytest.approx(1.0)
+    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "custext", "--limit", "300", "-e", "5"])
+    assert r.exit_code == 2 and "privacy ratio is undefined" in r.output

@@ -93,14 +93,19 @@ def _dim_of(be: object) -> int:
     return int(meta.get("source_dim", 0) or 0)
 
 
-_MECHS = ("madlib", "mahalanobis", "brr", "tem")
+def _mechanism_names() -> list[str]:
+    from ..mechanisms.registry import available_mechanisms
+
+    return available_mechanisms()
+
+
 # parameters that change a mechanism's metric (the only thing the privacy ratio depends on)
 _RATIO_PARAMS = {"lam": "mahalanobis", "metric": "tem", "n_bits": "brr", "method": "brr"}
 
 
 @click.command("privacy-ratio")
-@click.argument("mechanism_a", type=click.Choice(_MECHS))
-@click.argument("mechanism_b", type=click.Choice(_MECHS))
+@click.argument("mechanism_a", type=click.Choice(_mechanism_names()))
+@click.argument("mechanism_b", type=click.Choice(_mechanism_names()))
 @click.option("-e", "--epsilon", "epsilons", type=float, multiple=True, help="Epsilon(s) of mechanism A to translate (repeatable).")
 @click.option("--aggregate", type=click.Choice(["avg", "max", "both"]), default="avg", show_default=True, help="P_d^avg (the paper's choice), P_d^max, or both.")
 @click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Embedding file (default: bundled GloVe).")
@@ -157,7 +162,12 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
             if name == "brr" and binary_path is None:
                 hint = "; or pass --binary codes.brr made by `deniable export brr --embedding FILE --bits N -o codes.brr`"
             raise click.UsageError(f"{name}: {cli_spelling(str(exc))}{hint}") from None
-    stats = {name: mechanism_metric_stats(m, progress=None) for name, m in mechs.items()}
+    stats = {}
+    for name, m in mechs.items():
+        try:
+            stats[name] = mechanism_metric_stats(m, progress=None)
+        except ValueError as exc:  # a metric that is infinite between some words has no scale
+            raise click.UsageError(f"{name}: {cli_spelling(str(exc))}") from None
     sa, sb = stats[mechanism_a], stats[mechanism_b]
     aggs = ["avg", "max"] if aggregate == "both" else [aggregate]
     result = {

@@ -123,9 +123,18 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def cli() -> None:
     """deniable: plausible deniability for every word of a text.
 
-    Word-level metric differential privacy (Madlib, Mahalanobis, TEM, BRR) and DP release of
-    n-gram statistics. Run `deniable COMMAND --help` for each command.
+    Word-level metric differential privacy (MECHANISMS) and DP release of n-gram statistics.
+    Run `deniable COMMAND --help` for each command.
     """
+
+
+def _mechanism_list() -> str:
+    from ..mechanisms.registry import available_mechanisms
+
+    return ", ".join(available_mechanisms())
+
+
+cli.help = (cli.help or "").replace("MECHANISMS", _mechanism_list())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,6 +19,8 @@ from deniable.calibration.targets import Calibration  # noqa: E402
 
 DATA = ROOT / "src/deniable/calibration/data"
 OUT = ROOT / "docs/results/privacy_targets_other.md"
+#: The printed output of ``benchmarks/bench_targets.py`` (all mechanisms), kept as the raw record of the timing table.
+BENCH = ROOT / "docs/results/privacy_targets_data/bench_targets.txt"
 COVERED = {"madlib", "mahalanobis", "tem", "brr"}
 TARGETS = (0.9, 0.5, 0.1)
 
@@ -36,6 +38,25 @@ def rows(name: str, cal: Calibration) -> list[str]:
         top = " (grid top: the target holds at every grid ε)" if c.epsilon >= float(cal.epsilons[-1]) else ""
         out.append(f"| {name} | {tau:g} | {c.epsilon:.3g}{top} | {s['median_n_w']:.3g} | {s['worst_n_w_upper']:.3g} ({s['worst_word']}) | {s['changed']:.1%} |")
     return out
+
+
+def timing(log: str) -> list[str]:
+    """The time table from a saved ``bench_targets.py`` run."""
+    import re
+
+    ref = re.search(r"reference: (.*)", log)
+    rows = ["## Time to resolve a target and to compute a calibration", "",
+            "**Command**: `DENIABLE_CACHE_DIR=$(mktemp -d) python benchmarks/bench_targets.py` (raw output:",
+            "[privacy_targets_data/bench_targets.txt](privacy_targets_data/bench_targets.txt)); a 2-core",
+            "machine shared with other jobs, so read the ratios to the reference measured in the same run",
+            f"({ref.group(1) if ref else 'see the raw output'}). *Resolve*: `get_mechanism(name, max_n_w=0.5)` from the",
+            "shipped data; *compute*: `compute_calibration` with the default options for a vocabulary of",
+            "the same size whose calibration is neither shipped nor cached (a user's own embedding).",
+            "", "| mechanism | resolve (s) | compute (s) | compute / reference | estimator |", "|---|---:|---:|---:|---|"]
+    resolve = {m.group(1): m.group(2) for m in re.finditer(r"get_mechanism\('(\w+)', max_n_w=0.5\): ([0-9.]+) s", log)}
+    for m in re.finditer(r"compute_calibration\((\w+)\) defaults, \d+ words: ([0-9.]+) s \(([0-9.]+)x reference\); (\w+)", log):
+        rows.append(f"| {m.group(1)} | {resolve.get(m.group(1), '—')} | {m.group(2)} | {m.group(3)}× | {m.group(4)} |")
+    return rows + [""]
 
 
 def main() -> None:
@@ -75,6 +96,8 @@ def main() -> None:
         lines += rows(name, cal)
         coverage.append(f"* `{name}` ({cal.estimator}): {cal.coverage}.")
     lines += ["", "**Coverage.**", "", *coverage, ""]
+    if BENCH.is_file():
+        lines += timing(BENCH.read_text(encoding="utf-8"))
     OUT.write_text("\n".join(lines), encoding="utf-8")
     print(f"wrote {OUT}")
 

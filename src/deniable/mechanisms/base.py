@@ -519,7 +519,9 @@ class EmbeddingMechanism(Mechanism):
         return pts
 
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        return paired_distances(self.points(ids_a), self.points(ids_b), "euclidean")
+        """Element-wise d(a, b): :attr:`metric` (Euclidean when None) between the words' vectors
+        (UNK: the vocabulary mean)."""
+        return paired_distances(self.points(ids_a), self.points(ids_b), "euclidean" if self.metric is None else self.metric)
 
     #: The guarantee's metric on ``embedding.vectors`` for mechanisms that take a ``metric``
     #: parameter (TEM, SanText, ...); None: Euclidean, as :meth:`distance` computes it.

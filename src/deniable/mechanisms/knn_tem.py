@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
+from ..metrics import MetricLike, metric_name, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
 from ._exponential import ExponentialSampler, PointsWithUnk, log_probability_rows_by_block, self_probabilities_by_block
 from .base import EmbeddingMechanism, Guarantee
@@ -198,9 +198,6 @@ class KnnTEM(EmbeddingMechanism):
             return d, d[np.arange(b.size), b]
 
         return self_probabilities_by_block(self, ids, epsilons, scores_of, block)[1]
-
-    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)
 
     @property
     def guarantee(self) -> Guarantee:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, MetricSpace, metric_name, paired_distances, pairwise_distances
+from ..metrics import MetricLike, MetricSpace, metric_name, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
 from ._exponential import ExponentialSampler, PointsWithUnk, log_probability_rows_by_block, self_probabilities_by_block, subset_knn
 from .base import EmbeddingMechanism, Guarantee
@@ -166,9 +166,6 @@ class SanText(EmbeddingMechanism):
     def _self_from_em(self, ids: np.ndarray, em: np.ndarray) -> np.ndarray:
         """P[M(w) = w] from the exponential mechanism's own-word probabilities (SanText: equal)."""
         return em
-
-    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)
 
     @property
     def guarantee(self) -> Guarantee:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._validation import check_int, check_unit_interval
 from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, metric_name, paired_distances, pairwise_distances
+from ..metrics import MetricLike, metric_name, pairwise_distances
 from ..neighbors.neighborhoods import KnnIds, Neighborhoods, embedding_neighborhoods, row_distances
 from ._exponential import ExponentialSampler, PointsWithUnk, RowSubset, SamplingTables, log_probability_rows_by_block
 from .base import EmbeddingMechanism, Guarantee
@@ -230,10 +230,6 @@ class TEM(EmbeddingMechanism):
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
         with one distance computation per ``block`` rows."""
         return log_probability_rows_by_block(self, ids, self.n_words, lambda r: np.minimum(self._row_distances(r), self.gamma), block)[1]
-
-    def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
-        """Element-wise d(a, b) for the mechanism's metric (UNK: the vocabulary mean)."""
-        return paired_distances(self.points(ids_a), self.points(ids_b), self.metric)
 
     @property
     def guarantee(self) -> Guarantee:

@@ -147,25 +147,11 @@ class SurvivalTracker:
     def survival(self, *, draws: int = 200, max_sampled: int = 300, rng: Any = 0) -> tuple[np.ndarray, np.ndarray, str]:
         """(ids, N_w, how) for the distinct input words (N_w NaN where not estimated)."""
         ids = np.flatnonzero(self.counts)
-        n_w = np.full(ids.size, np.nan)
-        how = ""
         if ids.size == 0:
-            return ids, n_w, how
-        from ..calibration.targets import known_calibration
+            return ids, np.full(0, np.nan), ""
+        from ..reports import n_w_of_words
 
-        cal = known_calibration(self.mech)
-        if cal is not None:
-            n_w = cal.n_w_of(ids, float(self.mech.epsilon))
-            how = f"{cal.estimator} estimate, {cal.source}"
-        missing = np.isnan(n_w)
-        if missing.any():
-            todo = ids[missing]
-            todo = todo[np.argsort(-self.counts[todo], kind="stable")][:max_sampled]
-            est = _estimate_n_w(self.mech, todo, draws=draws, rng=rng)
-            pos = {int(w): i for i, w in enumerate(ids.tolist())}
-            for w, v in zip(todo.tolist(), est[0]):
-                n_w[pos[w]] = v
-            how = (how + "; " if how else "") + est[1]
+        n_w, how, _ = n_w_of_words(self.mech, ids, self.counts, draws=draws, max_estimated=max_sampled, rng=rng)
         return ids, n_w, how
 
     def lines(self, top: int = 10, **kw: Any) -> list[str]:
@@ -180,17 +166,3 @@ class SurvivalTracker:
         return [
             f"input words most likely to come back unchanged (N_w at epsilon={self.mech.epsilon:.4g}; {how}): {items}",
         ]
-
-
-def _estimate_n_w(mech: Any, ids: np.ndarray, *, draws: int, rng: Any) -> tuple[np.ndarray, str]:
-    fn = getattr(mech, "probabilities", None)
-    if callable(fn):
-        try:
-            return np.array([float(np.asarray(fn(int(w)))[w]) for w in ids.tolist()]), "exact probabilities"
-        except NotImplementedError:
-            pass
-    from .._rng import as_generator
-
-    # sample through the class's method, not the counting wrapper on the instance
-    out = type(mech).sample_ids(mech, np.repeat(ids, draws), rng=as_generator(rng)).reshape(ids.size, draws)
-    return (out == ids[:, None]).mean(axis=1), f"{draws} draws per word"

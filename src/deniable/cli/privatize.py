@@ -362,7 +362,7 @@ def _print_report(mech, docs: list[tuple[int, int]], stats: dict[str, int], oov:
     """Per-document guarantees: ε·ℓ·P_d^max against any other document of the same length and
     layout (docs/calibration.md). ℓ counts the words the mechanism privatized (UNK included;
     dropped or kept unknown words are not privatized and carry no guarantee)."""
-    from ..calibration.document import document_guarantee
+    from ..reports import document_bounds
 
     click.echo(f"mechanism: {mech!r}", err=True)
     click.echo(f"guarantee: {mech.guarantee}", err=True)
@@ -372,13 +372,10 @@ def _print_report(mech, docs: list[tuple[int, int]], stats: dict[str, int], oov:
     )
     if not docs:
         return
-    lengths = np.fromiter((n for _, n in docs), dtype=np.int64, count=len(docs))
-    # "any other document" may contain unknown words, privatized as UNK: include UNK in P_d^max
-    g = document_guarantee(mech, [-1] if oov == "unk" else [0])
-    worst = mech.epsilon * lengths * g.p_max
-    typical = mech.epsilon * lengths * g.p_avg
+    b = document_bounds(mech, [n for _, n in docs], oov=oov)
+    lengths, worst, typical = b["lengths"], b["worst"], b["typical"]
     k = int(np.argmax(lengths))
-    click.echo(f"metric over the vocabulary: P_d^max = {g.p_max:.4g}, P_d^avg = {g.p_avg:.4g} (d = {g.metric})", err=True)
+    click.echo(f"metric over the vocabulary: P_d^max = {b['p_max']:.4g}, P_d^avg = {b['p_avg']:.4g} (d = {b['metric']})", err=True)
     click.echo(
         f"per document (epsilon*l*P_d^max, against any other document of the same length and layout): median {np.median(worst):.4g}, "
         f"max {worst.max():.4g} (line {docs[k][0]}, {lengths[k]} words); typical epsilon*l*P_d^avg: median {np.median(typical):.4g}",

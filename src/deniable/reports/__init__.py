@@ -7,6 +7,6 @@ rate of a Bayes adversary, warnings and plots. It is computed from the input tex
 input words: it stays with the text's owner and is never released with the output.
 """
 
-from .privacy import PrivacyReport, RunRecorder, build_report, document_bounds, privatize_with_report, read_examples
+from .privacy import PrivacyReport, RunRecorder, build_report, document_bounds, n_w_of_words, privatize_with_report, read_examples
 
-__all__ = ["PrivacyReport", "RunRecorder", "build_report", "document_bounds", "privatize_with_report", "read_examples"]
+__all__ = ["PrivacyReport", "RunRecorder", "build_report", "document_bounds", "n_w_of_words", "privatize_with_report", "read_examples"]

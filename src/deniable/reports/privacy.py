@@ -40,7 +40,7 @@ import numpy as np
 from .._rng import RNGLike, as_generator
 from .._validation import check_int
 
-__all__ = ["PrivacyReport", "RunRecorder", "build_report", "document_bounds", "privatize_with_report", "read_examples", "FORMAT"]
+__all__ = ["PrivacyReport", "RunRecorder", "build_report", "document_bounds", "n_w_of_words", "privatize_with_report", "read_examples", "FORMAT"]
 
 FORMAT = "deniable-privacy-report/1"
 #: Quantiles of the per-document bounds in the report.
@@ -193,7 +193,7 @@ def document_bounds(mechanism: Any, lengths: Sequence[int] | np.ndarray, *, oov:
     return {"lengths": n, "p_max": g.p_max, "p_avg": g.p_avg, "metric": g.metric, "worst": eps * n * g.p_max, "typical": eps * n * g.p_avg}
 
 
-def _n_w_of_words(mech: Any, ids: np.ndarray, counts: np.ndarray, *, draws: int = 200, max_estimated: int = 300, rng: RNGLike = 0) -> tuple[np.ndarray, str, Any]:
+def n_w_of_words(mech: Any, ids: np.ndarray, counts: np.ndarray, *, draws: int = 200, max_estimated: int = 300, rng: RNGLike = 0) -> tuple[np.ndarray, str, Any]:
     """N_w at the mechanism's ε for ``ids``: a shipped or cached calibration where one matches,
     else exact probabilities, else ``draws`` samples per word (the ``max_estimated`` most
     frequent words; NaN for the rest). Returns (N_w, how, calibration or None)."""
@@ -422,7 +422,7 @@ def build_report(
     # -- words most likely to survive, rare words unchanged
     counts = recorder.counts
     ids = np.flatnonzero(counts)
-    n_w, how, cal = _n_w_of_words(mech, ids, counts, rng=seed)
+    n_w, how, cal = n_w_of_words(mech, ids, counts, rng=seed)
     ok = ~np.isnan(n_w)
     order = np.lexsort((ids[ok], -n_w[ok]))[:TOP_WORDS]
     top = [{"word": words[int(ids[ok][i])], "n_w": float(n_w[ok][i]), "count": int(counts[ids[ok][i]]), "unchanged": int(recorder.unchanged[ids[ok][i]])} for i in order]

@@ -22,6 +22,7 @@ import sys
 import time
 
 import numpy as np
+from bench_service_soak import wait_healthy
 
 TEXTS = [
     "Meet me at the station tomorrow at noon, I will bring the documents.",
@@ -40,22 +41,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with status {proc.returncode}")
-        try:
-            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the server did not answer /healthz within {timeout:.0f} s")
 
 
 async def load(url: str, n: int, concurrency: int, body_of, max_seconds: float) -> tuple[list[float], int, float, list[str]]:

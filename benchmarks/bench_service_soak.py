@@ -298,13 +298,16 @@ async def _phase(client: Any, first_rid: int, seconds: float, max_requests: int,
     return next_rid
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0, log: Path | None = None) -> None:
+    """Wait until the server answers ``/healthz``; fail naming its exit status (and the end of its
+    ``log``) if it exits first."""
     import httpx
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with status {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+            tail = f": {log.read_text(errors='replace')[-2000:]}" if log is not None else ""
+            raise RuntimeError(f"the server exited with status {proc.returncode}{tail}")
         try:
             if httpx.get(url + "/healthz", timeout=2.0).status_code == 200:
                 return
@@ -375,7 +378,7 @@ def soak(
             proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.DEVNULL, stderr=log_file)
         try:
             t_start = time.perf_counter()
-            _wait_healthy(url, proc, log, timeout=180.0)
+            wait_healthy(url, proc, timeout=180.0, log=log)
             startup = time.perf_counter() - t_start
             info = httpx.get(url + "/v1/mechanisms", timeout=30.0).json()
             mechanisms: list[tuple[str, float]] = []

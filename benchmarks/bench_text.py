@@ -1,13 +1,26 @@
-"""Text handling of ``privatize_texts`` (tokenize, look up, restore case, rebuild the texts),
-without the mechanism: a stand-in sampler returns its input ids, so only the text work is timed.
+"""Speed of the text path against the id path, for every registered mechanism.
 
-Prints words/s of ``privatize_texts`` and its ratio to two references measured in the same run
-(interleaved, best of ``--rounds``): the layout-keeping tokenization alone
-(``split_words`` on every text, the least any layout-preserving rewrite must do) and
-``str.split`` (whitespace only). Texts: IMDb reviews from ``../shared/data`` (or generated
-sentences when the data is absent).
+Question: how much of a mechanism's speed survives when it privatizes text (tokenize, look up,
+sample, restore case, rebuild the texts) instead of word ids? For each registered mechanism,
+measured in one process on the same words, interleaved (round after round, every path once per
+round, best of ``--rounds``; the machine may be shared, so compare same-run ratios):
 
-Usage: ``python benchmarks/bench_text.py [--texts 5000] [--rounds 3]``
+* **id path**: ``mechanism.sample_ids(ids)`` on the ids of the texts' words (the ids the text
+  path itself passes to the mechanism);
+* **text path**: ``mechanism.privatize(texts)``;
+* their ratio (text-path words/s ÷ id-path words/s; 1.0 = text handling costs nothing);
+* **CLI**: ``deniable privatize`` in a subprocess on a file of the same texts (one per line), wall
+  time including the interpreter's start and the embedding load, and the same command on a
+  one-line file (the fixed start-up cost); words/s end to end and its ratio to the id path.
+
+Also the text work alone (a stand-in mechanism that samples nothing) against ``split_words``
+and ``str.split`` on the whole corpus. Texts: IMDb reviews from ``../shared/data`` (generated
+sentences when the data is absent). Mechanisms whose id path is slow (nearest-neighbour
+searches) are measured on the first texts of the corpus only, enough for about
+``--seconds`` of id-path work (at least ``--min-words``); the table gives the words used.
+
+Usage: ``python benchmarks/bench_text.py [--words 100000] [--rounds 3] [--only tem custext]
+[--no-cli] [--json record.json]``
 """
 
 from __future__ import annotations
@@ -15,9 +28,16 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import json
+import os
+import platform
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _common import IMDB
@@ -36,47 +56,171 @@ class _Echo:
         return np.maximum(np.asarray(ids), 0)
 
 
-def _texts(n: int) -> tuple[list[str], str]:
+def _texts(n_words: int) -> tuple[list[str], str]:
+    """Whole texts (newlines replaced by spaces, one text per line in the CLI's file) until
+    ``n_words`` words."""
+    texts: list[str] = []
+    total = 0
     if IMDB.exists():
         csv.field_size_limit(sys.maxsize)
-        texts = []
         with gzip.open(IMDB, "rt", encoding="utf-8", newline="") as f:
             for row in csv.DictReader(f):
-                texts.append(row["review"])
-                if len(texts) >= n:
+                t = " ".join(row["review"].splitlines())
+                texts.append(t)
+                total += len(split_words(t)) // 2
+                if total >= n_words:
                     break
-        return texts, f"{n:,} IMDb reviews"
+        return texts, "IMDb reviews (shared/data/classification/imdb_50k.csv.gz, first rows)"
     gen = np.random.default_rng(0)
-    words = ["The", "film", "was", "good", "bad", "and", "I", "liked", "it", "NASA", "Paris", "plot"]
-    return [" ".join(gen.choice(words, 200)) + "." for _ in range(n)], f"{n:,} generated texts"
+    words = ["The", "film", "was", "good", "bad", "and", "I", "liked", "it", "NASA", "Paris", "plot", "don't"]
+    while total < n_words:
+        texts.append(" ".join(gen.choice(words, 200)) + ".")
+        total += 200
+    return texts, "generated sentences (shared data not found)"
+
+
+def _n_words(texts: list[str]) -> int:
+    return sum(len(split_words(t)) // 2 for t in texts)
+
+
+class _Recorder:
+    """Stand-in mechanism that keeps the ids the text path passes to ``sample_ids``."""
+
+    def __init__(self, vocabulary: deniable.Embedding) -> None:
+        self.vocabulary = vocabulary
+        self.ids = np.zeros(0, dtype=np.int64)
+
+    def sample_ids(self, ids: np.ndarray, rng: object = None) -> np.ndarray:
+        self.ids = np.asarray(ids, dtype=np.int64)
+        return np.maximum(self.ids, 0)
+
+
+def _ids(vocab: deniable.Embedding, texts: list[str]) -> np.ndarray:
+    """The ids the text path passes to the mechanism (oov="unk": every word, UNK as -1)."""
+    rec = _Recorder(vocab)
+    privatize_texts(rec, texts, rng=0)
+    return rec.ids
+
+
+def _best(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):  # interleaved: every round measures every path under the same load
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t)
+    return best
+
+
+def _cli_seconds(name: str, epsilon: float, texts: list[str]) -> float:
+    with tempfile.TemporaryDirectory(prefix="deniable-bench-text-") as tmp:
+        src, dst = Path(tmp) / "in.txt", Path(tmp) / "out.txt"
+        src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+        exe = Path(sys.executable).with_name("deniable")  # the console script beside this Python
+        cmd = [str(exe) if exe.exists() else "deniable", "privatize", str(src), "-o", str(dst), "-m", name, "-e", str(epsilon), "--seed", "0"]
+        t = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ''}")
+        return time.perf_counter() - t
+
+
+def _mechanisms(emb: deniable.Embedding, texts: list[str], names: list[str], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, tuple[list[str], np.ndarray, int]]]:
+    """Each mechanism, built and warmed up, with the first texts enough for ``args.seconds`` of
+    its id path (at least ``args.min_words`` words), their ids and word count."""
+    ids_all = _ids(emb, texts)
+    mechs, subsets = {}, {}
+    for name in names:
+        m = deniable.get_mechanism(name, emb, epsilon=args.epsilon)
+        m.precompute()
+        m.sample_ids(ids_all[:1000], rng=0)  # warm up (lazily built tables)
+        t = time.perf_counter()
+        m.sample_ids(ids_all[:1000], rng=0)
+        n_target = max(args.min_words, int(1000 / (time.perf_counter() - t) * args.seconds))
+        k, total = 0, 0
+        while k < len(texts) and total < n_target:
+            total += len(split_words(texts[k])) // 2
+            k += 1
+        mechs[name] = m
+        subsets[name] = (texts[:k], ids_all[:total], total)
+    return mechs, subsets
+
+
+def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
+    sub, _, n = subset
+    idr, txt = n / best[f"{name} id"], n / best[f"{name} text"]
+    row: dict[str, Any] = {"mechanism": name, "words": n, "id_words_per_s": idr, "text_words_per_s": txt, "text_over_id": txt / idr}
+    if not args.no_cli:
+        try:
+            startup = _cli_seconds(name, args.epsilon, sub[:1])
+            full = _cli_seconds(name, args.epsilon, sub)
+        except RuntimeError as exc:  # reported in the table, the other mechanisms still run
+            row["cli_error"] = str(exc)
+            return row
+        row.update(cli_seconds=full, cli_startup_seconds=startup, cli_words_per_s=n / full, cli_over_id=n / full / idr)
+    return row
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--texts", type=int, default=5000)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--words", type=int, default=100_000, help="words of text (whole texts, at least this many)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best of)")
+    p.add_argument("--epsilon", type=float, default=5.0)
+    p.add_argument("--seconds", type=float, default=1.0, help="id-path work per measurement for slow mechanisms")
+    p.add_argument("--min-words", type=int, default=3000)
+    p.add_argument("--only", nargs="*", default=None, help="registry names (default: all registered)")
+    p.add_argument("--no-cli", action="store_true", help="skip the CLI subprocess runs")
+    p.add_argument("--json", default=None, help="write the raw record here")
     args = p.parse_args()
+
     emb = deniable.load_embedding()
-    texts, what = _texts(args.texts)
-    n_words = sum(len(split_words(t)) // 2 for t in texts)
+    texts, what = _texts(args.words)
+    n_all = _n_words(texts)
+    names = args.only or deniable.available_mechanisms()
+    print(f"texts: {len(texts):,} {what}, {n_all:,} words; epsilon {args.epsilon:g}; best of {args.rounds} interleaved rounds")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cpu(s), load average {os.getloadavg()[0]:.1f}; Python {platform.python_version()}, numpy {np.__version__}\n")
+
     echo = _Echo(emb)
-    runs: dict[str, Callable[[], object]] = {
-        "privatize_texts (text handling)": lambda: privatize_texts(echo, texts, rng=0),
-        "split_words (reference)": lambda: [split_words(t) for t in texts],
-        "str.split (reference)": lambda: [t.split() for t in texts],
-    }
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(args.rounds):  # interleaved: every round measures all three under the same load
-        for name, fn in runs.items():
-            t = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t)
-    print(f"{what}, {n_words:,} words; best of {args.rounds} interleaved rounds\n")
-    print("| | words/s | time relative to privatize_texts |")
-    print("|---|---:|---:|")
-    ref = best["privatize_texts (text handling)"]
-    for name, s in best.items():
-        print(f"| {name} | {n_words / s:,.0f} | {s / ref:.2f} |")
+    base = _best(
+        {
+            "text work only (privatize_texts, stand-in mechanism)": lambda: privatize_texts(echo, texts, rng=0),
+            "split_words (tokenization alone)": lambda: [split_words(t) for t in texts],
+            "str.split (whitespace only)": lambda: [t.split() for t in texts],
+        },
+        args.rounds,
+    )
+    print("| reference | words/s |\n|---|---:|")
+    for k, s in base.items():
+        print(f"| {k} | {n_all / s:,.0f} |")
+
+    mechs, subsets = _mechanisms(emb, texts, names, args)
+    fns: dict[str, Callable[[], object]] = {}
+    for name, m in mechs.items():
+        sub, ids, _ = subsets[name]
+        fns[f"{name} id"] = lambda m=m, ids=ids: m.sample_ids(ids, rng=0)
+        fns[f"{name} text"] = lambda m=m, sub=sub: m.privatize(sub, rng=0)
+    best = _best(fns, args.rounds)
+    rows = [_row(name, subsets[name], best, args) for name in mechs]
+    print("\n| mechanism | words | id path words/s | text path words/s | text / id | CLI s (these words) | CLI s (one line) | CLI words/s | CLI / id |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        cli = f"{r['cli_seconds']:.2f} | {r['cli_startup_seconds']:.2f} | {r['cli_words_per_s']:,.0f} | {r['cli_over_id']:.3f}" if "cli_words_per_s" in r else "— | — | — | —"
+        if "cli_error" in r:
+            cli = f"failed ({r['cli_error']}) | — | — | —"
+        print(f"| {r['mechanism']} | {r['words']:,} | {r['id_words_per_s']:,.0f} | {r['text_words_per_s']:,.0f} | {r['text_over_id']:.2f} | {cli} |")
+    if args.json:
+        record = {
+            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "texts": len(texts),
+            "words": n_all,
+            "data": what,
+            "epsilon": args.epsilon,
+            "rounds": args.rounds,
+            "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "load_average": os.getloadavg()[0], "python": platform.python_version(), "numpy": np.__version__},
+            "references_words_per_s": {k: n_all / s for k, s in base.items()},
+            "mechanisms": rows,
+        }
+        Path(args.json).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -268,8 +268,8 @@ def main() -> None:
         def lap(c):
             return lambda g: (lambda x: x / x.sum() if x.sum() > 0 else np.full(x.size, 1 / x.size))(np.maximum(c + g.laplace(0, b, c.size), 0))
 
-        mb = ngrams.membership_inference(lambda g: np.exp(pw.sample(g)), lambda g: np.exp(pwo.sample(g)), target, n_trials=args.mi_trials, rng=np.random.default_rng([1, int(eps)]))
-        ml = ngrams.membership_inference(lap(c_w), lap(c_wo), target, n_trials=args.mi_trials, rng=np.random.default_rng([2, int(eps)]))
+        mb = ngrams.release_membership_inference(lambda g: np.exp(pw.sample(g)), lambda g: np.exp(pwo.sample(g)), target, n_trials=args.mi_trials, rng=np.random.default_rng([1, int(eps)]))
+        ml = ngrams.release_membership_inference(lap(c_w), lap(c_wo), target, n_trials=args.mi_trials, rng=np.random.default_rng([2, int(eps)]))
         mi[str(eps)] = {"bayesian": mb, "laplace": ml}
         log(f"  eps={eps}: bayesian {mb:.3f}, laplace {ml:.3f}")
     res["membership"] = {"user_tokens": int(target.sum()), "user_distinct": int((target > 0).sum()), "S": 1.0, "rho": 0.5, "W": W_rule, "results": mi}

@@ -21,6 +21,9 @@ DATA = ROOT / "src/deniable/calibration/data"
 OUT = ROOT / "docs/results/privacy_targets_other.md"
 #: The printed output of ``benchmarks/bench_targets.py`` (all mechanisms), kept as the raw record of the timing table.
 BENCH = ROOT / "docs/results/privacy_targets_data/bench_targets.txt"
+#: Later runs of ``bench_targets.py --mechanisms ...`` for some mechanisms, each with its own same-run
+#: reference; their rows replace the full record's (marked † in the table).
+UPDATES = [ROOT / "docs/results/privacy_targets_data/bench_targets_vickrey.txt"]
 COVERED = {"madlib", "mahalanobis", "tem", "brr"}
 TARGETS = (0.9, 0.5, 0.1)
 
@@ -40,23 +43,41 @@ def rows(name: str, cal: Calibration) -> list[str]:
     return out
 
 
-def timing(log: str) -> list[str]:
-    """The time table from a saved ``bench_targets.py`` run."""
+def _runs(log: str) -> tuple[str, dict[str, str], dict[str, tuple[str, str, str]]]:
+    """(reference line, resolve seconds, compute (seconds, ratio, estimator)) per mechanism of one
+    saved ``bench_targets.py`` run."""
     import re
 
     ref = re.search(r"reference: (.*)", log)
+    resolve = {m.group(1): m.group(2) for m in re.finditer(r"get_mechanism\('(\w+)', max_n_w=0.5\): ([0-9.]+) s", log)}
+    compute = {m.group(1): (m.group(2), m.group(3), m.group(4)) for m in
+               re.finditer(r"compute_calibration\((\w+)\) defaults, \d+ words: ([0-9.]+) s \(([0-9.]+)x reference\); ([\w-]+)", log)}
+    return (ref.group(1) if ref else "see the raw output"), resolve, compute
+
+
+def timing(log: str, updates: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """The time table from a saved ``bench_targets.py`` run, with the rows of later partial runs
+    (``(file name, output)``) in place of the full run's."""
+    ref, resolve, compute = _runs(log)
+    marked: dict[str, str] = {}
+    notes = []
+    for name, text in updates:
+        uref, ures, ucomp = _runs(text)
+        for m in ucomp:
+            resolve[m], compute[m], marked[m] = ures.get(m, "—"), ucomp[m], " †"
+        notes.append(f"† From a later run of `bench_targets.py --mechanisms {','.join(ucomp)}` (raw output: "
+                     f"[privacy_targets_data/{name}](privacy_targets_data/{name})), with its own same-run reference ({uref}).")
     rows = ["## Time to resolve a target and to compute a calibration", "",
             "**Command**: `DENIABLE_CACHE_DIR=$(mktemp -d) python benchmarks/bench_targets.py` (raw output:",
             "[privacy_targets_data/bench_targets.txt](privacy_targets_data/bench_targets.txt)); a 2-core",
             "machine shared with other jobs, so read the ratios to the reference measured in the same run",
-            f"({ref.group(1) if ref else 'see the raw output'}). *Resolve*: `get_mechanism(name, max_n_w=0.5)` from the",
+            f"({ref}). *Resolve*: `get_mechanism(name, max_n_w=0.5)` from the",
             "shipped data; *compute*: `compute_calibration` with the default options for a vocabulary of",
             "the same size whose calibration is neither shipped nor cached (a user's own embedding).",
             "", "| mechanism | resolve (s) | compute (s) | compute / reference | estimator |", "|---|---:|---:|---:|---|"]
-    resolve = {m.group(1): m.group(2) for m in re.finditer(r"get_mechanism\('(\w+)', max_n_w=0.5\): ([0-9.]+) s", log)}
-    for m in re.finditer(r"compute_calibration\((\w+)\) defaults, \d+ words: ([0-9.]+) s \(([0-9.]+)x reference\); (\w+)", log):
-        rows.append(f"| {m.group(1)} | {resolve.get(m.group(1), '—')} | {m.group(2)} | {m.group(3)}× | {m.group(4)} |")
-    return rows + [""]
+    for m, (sec, ratio, est) in compute.items():
+        rows.append(f"| {m}{marked.get(m, '')} | {resolve.get(m, '—')} | {sec} | {ratio}× | {est} |")
+    return rows + [""] + [n for note in notes for n in (note, "")]
 
 
 def main() -> None:
@@ -97,7 +118,7 @@ def main() -> None:
         coverage.append(f"* `{name}` ({cal.estimator}): {cal.coverage}.")
     lines += ["", "**Coverage.**", "", *coverage, ""]
     if BENCH.is_file():
-        lines += timing(BENCH.read_text(encoding="utf-8"))
+        lines += timing(BENCH.read_text(encoding="utf-8"), tuple((u.name, u.read_text(encoding="utf-8")) for u in UPDATES if u.is_file()))
     OUT.write_text("\n".join(lines), encoding="utf-8")
     print(f"wrote {OUT}")
 

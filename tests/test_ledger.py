@@ -363,3 +363,13 @@ def test_the_module_docs_state_the_guarantee():
     for phrase in ("ε·d per word, summed", "basic sequential composition", "Feyisetan et al.", "do **not** bound", "BEGIN IMMEDIATE", "never records"):
         assert phrase.lower() in doc.lower(), phrase
     assert "max_total" in Ledger.__doc__ and "hash_key" in Ledger.__doc__
+
+
+def test_commits_are_durable_wal_with_synchronous_full(tmp_path):
+    """docs/ledger.md promises a recorded release survives a crash: WAL with synchronous=FULL
+    (WAL's NORMAL may drop the last commits on power loss)."""
+    book = Ledger(tmp_path / "l.db")
+    book.record("madlib", epsilon=1, dataset="d", words=1)
+    conn = book._connection()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL

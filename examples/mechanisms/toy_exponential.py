@@ -43,8 +43,7 @@ class ToyExponential(EmbeddingMechanism):
     def __init__(self, embedding: Any, *, epsilon: float) -> None:
         super().__init__(embedding, epsilon=epsilon)  # validates both
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         return Guarantee(self.epsilon, "Euclidean distance between embedding vectors", self._domain)
 
     def epsilon_dependent_params(self) -> frozenset[str]:

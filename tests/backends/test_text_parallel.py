@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -80,3 +82,115 @@ def test_shared_privatizer_is_reused(mech):
     texts = corpus(200, seed=4)
     assert pp.privatize_texts(texts, rng=5) == privatize_texts(mech, texts, rng=5)
     assert shared_privatizer(mech, workers=3) is not pp
+
+
+# -- privatize_batches: a stream of batches, one group of batches per worker ----------------------
+
+
+@pytest.fixture(scope="module")
+def small_embedding():
+    rng = np.random.default_rng(3)
+    words = [*WORDS, *(f"w{i}" for i in range(60))]
+    return Embedding(words, rng.standard_normal((len(words), 6)).astype(np.float32))
+
+
+def batches(n=40, seed=2):
+    out = [corpus(int(np.random.default_rng(seed + i).integers(7, 60)), seed=seed + i) for i in range(n)]
+    out[3], out[4] = ["... !!", ""], []  # no words: no sample_ids call for these
+    return out
+
+
+def serial_batches(mech, bl, seed, **options):
+    gen = np.random.default_rng(seed)
+    out, st = [], {}
+    for b in bl:
+        counts = []
+        out.append((privatize_texts(mech, b, rng=gen, stats=st, privatized_per_text=counts, **options), counts))
+    return out, st
+
+
+@pytest.mark.filterwarnings("ignore:BRR. binarizing")
+@pytest.mark.parametrize("name,params", [("madlib", {}), ("tem", {}), ("santext", {}), ("custext", {}), ("brr", {"n_bits": 16, "method": "random-projection"})])
+def test_batches_match_the_serial_path_for_every_worker_count(small_embedding, name, params):
+    mech = get_mechanism(name, small_embedding, epsilon=3.0, **params)
+    bl = batches()
+    expected, st1 = serial_batches(mech, bl, 9, oov="drop", case="preserve")
+    for workers in (1, 2, 3):
+        st2 = {}
+        with ParallelPrivatizer(mech, workers, group_chars=500) as pp:
+            got = [(out, c) for _, out, c in pp.privatize_batches(bl, rng=9, oov="drop", stats=st2, counts=True)]
+        assert got == expected and st2 == st1, workers
+    # a failing control: another seed gives another output
+    with ParallelPrivatizer(mech, 2, group_chars=500) as pp:
+        assert [out for _, out, _ in pp.privatize_batches(bl, rng=10, oov="drop")] != [out for out, _ in expected]
+
+
+def test_observers_see_every_batch_and_serial_chars(mech):
+    from deniable.text.privatize import ObservedSampler
+
+    seen = []
+    sampler = ObservedSampler(mech, lambda ids, out: seen.append((ids.copy(), out.copy())))
+    bl = batches(30)
+    expected, st1 = serial_batches(mech, bl, 4)
+    with ParallelPrivatizer(sampler, 2, group_chars=300) as pp:
+        got = [(out, c) for _, out, c in pp.privatize_batches(bl, rng=4, counts=True, serial_chars=2000)]
+        assert pp._procs  # the workers took over after 2,000 characters
+    assert got == expected
+    assert sum(len(ids) for ids, _ in seen) == st1["words"] and len(seen) == sum(1 for b in bl if any(c for c in _count(mech, b)))
+
+
+def _count(mech, texts):
+    counts = []
+    privatize_texts(mech, texts, rng=0, privatized_per_text=counts)
+    return counts
+
+
+def test_errors_in_workers_and_early_stops_leave_no_process(mech):
+    bl = batches(20)
+    pp = ParallelPrivatizer(mech, 2, group_chars=300)
+    with pytest.raises(TypeError, match="strings"):  # raised in a worker, re-raised here
+        list(pp.privatize_batches([*bl[:6], ["fine", b"bytes"], *bl[6:]], rng=0))
+    assert not pp._procs
+    it = pp.privatize_batches(bl, rng=1)
+    next(it)
+    procs = list(pp._procs)
+    it.close()  # the caller stops early
+    assert procs and not pp._procs and not any(p.is_alive() for p in procs)
+    it = pp.privatize_batches(bl, rng=1)
+    next(it)
+    procs, start = list(pp._procs), time.perf_counter()
+    pp.close()  # the caller's own error: the stream is left unfinished and the workers stop at once
+    assert time.perf_counter() - start < 2 and not any(p.is_alive() for p in procs)
+    it = pp.privatize_batches(bl, rng=1)
+    next(it)
+    pp._procs[0].kill()
+    with pytest.raises(RuntimeError, match="stopped unexpectedly"):
+        list(it)
+    assert not pp._procs
+    assert [out for _, out, _ in pp.privatize_batches(bl, rng=5)] == [out for out, _ in serial_batches(mech, bl, 5)[0]]
+    pp.close()
+
+
+def test_auto_workers(monkeypatch):
+    from deniable.backends import text
+
+    monkeypatch.setattr(text, "_cores", lambda: 4)
+    assert text.auto_workers(text.AUTO_MIN_CHARS - 1) == (1, 0)
+    assert text.auto_workers(text.AUTO_MIN_CHARS) == (3, 0)
+    assert text.auto_workers(None) == (3, text.AUTO_MIN_CHARS)
+    monkeypatch.setattr(text, "_cores", lambda: 16)
+    assert text.auto_workers(10**9)[0] == 15
+    monkeypatch.setattr(text, "_cores", lambda: 3)
+    assert text.auto_workers(10**9) == (1, 0) and text.auto_workers(None) == (1, 0)
+
+
+def test_privatize_parallel_workers(mech):
+    texts = corpus(600, seed=8)
+    serial = privatize_texts(mech, texts, rng=3)
+    assert privatize_parallel(mech, texts, workers=1, rng=3) == serial
+    assert privatize_parallel(mech, texts, workers=2, rng=3) == serial
+    assert privatize_parallel(mech, texts, workers="auto", rng=3) == serial
+    with pytest.raises(ValueError, match="auto"):
+        privatize_parallel(mech, texts, workers="many")
+    with pytest.raises(TypeError):
+        privatize_parallel(mech, texts, workers=2, seed=3)

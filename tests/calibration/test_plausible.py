@@ -53,8 +53,7 @@ class LineMechanism(Mechanism):
     def distance(self, a, b):
         return np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
 
-    @property
-    def guarantee(self):
+    def derive_guarantee(self):
         return Guarantee(2 * self.epsilon, "|x - y|", "positions 0..V-1")
 
 

@@ -67,7 +67,7 @@ def test_privacy_ratio_command(glove_file):
 
 
 def test_privacy_ratio_madlib_brr_text(tmp_path):
-    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "brr", "--limit", "300", "-e", "5"])
+    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "brr", "--embedding-limit", "300", "-e", "5"])
     assert r.exit_code == 0, r.output
     assert "R_avg" in r.output and "epsilon_B" in r.output and "hamming" in r.output
 
@@ -75,7 +75,7 @@ def test_privacy_ratio_madlib_brr_text(tmp_path):
 def test_privacy_ratio_errors():
     r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "nope"])
     assert r.exit_code == 2
-    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "brr", "--limit", "50", "-e", "-1"])
+    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "brr", "--embedding-limit", "50", "-e", "-1"])
     assert r.exit_code == 2 and "epsilon" in r.output
 
 
@@ -95,10 +95,10 @@ def tiny_file(tmp_path):
 
 def test_export_too_few_words_is_a_usage_error(tmp_path):
     out = tmp_path / "x.brr"
-    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(out), "--limit", "1"])
-    assert res.exit_code == 2 and "at least 2 words" in _one_line_error(res) and "--limit" in res.output
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(out), "--embedding-limit", "1"])
+    assert res.exit_code == 2 and "at least 2 words" in _one_line_error(res) and "--embedding-limit" in res.output
     # ITQ on 2 words: n_bits is bounded by min(words, dim), not by the dimension alone
-    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(out), "--limit", "2"])
+    res = CliRunner().invoke(cli, ["export", "brr", "-o", str(out), "--embedding-limit", "2"])
     line = _one_line_error(res)
     assert res.exit_code == 2 and "min(words, dimension) = 2" in line and "--bits 2" in line and "random-projection" in line
     assert not out.exists()
@@ -137,7 +137,7 @@ def test_privacy_ratio_brr_on_a_tiny_embedding(tiny_file):
 def test_privacy_ratio_param_and_limit_alias(glove_file):
     base = ["privacy-ratio", "madlib", "mahalanobis", "--embedding", str(glove_file), "-e", "1", "--json"]
     a = CliRunner().invoke(cli, [*base, "--param", "lam=0.2", "--embedding-limit", "30"])
-    b = CliRunner().invoke(cli, [*base, "--lam", "0.2", "--limit", "30"])
+    b = CliRunner().invoke(cli, [*base, "--lam", "0.2", "--embedding-limit", "30"])
     assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
     assert ra["ratio"] == rb["ratio"] and ra["mechanism_a"]["n_words"] == 30
@@ -154,8 +154,8 @@ def test_privacy_ratio_param_and_limit_alias(glove_file):
 def test_privacy_ratio_takes_every_registered_mechanism_with_a_finite_metric():
     """Peer mechanisms with a Euclidean guarantee get a ratio (1 against Madlib on the same
     vectors); one whose metric is infinite between some words is refused with the reason."""
-    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "knn_tem", "--limit", "300", "-e", "5", "--json"])
+    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "knn_tem", "--embedding-limit", "300", "-e", "5", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["ratio"]["avg"] == pytest.approx(1.0)
-    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "custext", "--limit", "300", "-e", "5"])
+    r = CliRunner().invoke(cli, ["privacy-ratio", "madlib", "custext", "--embedding-limit", "300", "-e", "5"])
     assert r.exit_code == 2 and "privacy ratio is undefined" in r.output

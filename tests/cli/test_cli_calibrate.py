@@ -24,7 +24,7 @@ def _args_from_record(rec: dict, emb: str, out: str) -> list[str]:
     p = rec["parameters"]
     args = ["calibrate", "-m", p["mechanism"], "--epsilons", ",".join(repr(e) for e in p["epsilons"]), "--embedding", emb,
             "--draws", str(p["draws"]), "--eta", repr(p["eta"]), "--confidence", repr(p["confidence"]), "--method", p["method"],
-            "--seed", str(p["seed"]), "--examples", ",".join(p["examples"]), "--json", out, "--no-progress"]
+            "--seed", str(p["seed"]), "--examples", ",".join(p["examples"]), "-o", out, "--no-progress"]
     for k, v in p["params"].items():
         args += ["--param", f"{k}={v}"]
     if isinstance(p["words"], int):
@@ -39,7 +39,7 @@ def test_calibrate_writes_report_and_json_that_reproduces(tmp_path, emb_path):
     runner = CliRunner()
     out, rep = tmp_path / "a.json", tmp_path / "r.html"
     res = runner.invoke(cli, ["calibrate", "-m", "mahalanobis", "--param", "lam=0.5", "--embedding", emb_path, "--epsilons", "1,4,15",
-                              "--words", "10", "--draws", "60", "--seed", "9", "--report", str(rep), "--json", str(out)])
+                              "--words", "10", "--draws", "60", "--seed", "9", "--html-report", str(rep), "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert "N_w mean" in res.output and "seed=9" in res.output
     rec = json.loads(out.read_text())
@@ -58,7 +58,7 @@ def test_calibrate_writes_report_and_json_that_reproduces(tmp_path, emb_path):
 def test_seed_is_recorded_when_not_given(tmp_path, emb_path):
     out = tmp_path / "a.json"
     res = CliRunner().invoke(cli, ["calibrate", "-m", "madlib", "--embedding", emb_path, "--epsilons", "2", "--words", "5",
-                                   "--draws", "20", "--json", str(out), "--no-progress"])
+                                   "--draws", "20", "-o", str(out), "--no-progress"])
     assert res.exit_code == 0, res.output
     seed = json.loads(out.read_text())["parameters"]["seed"]
     assert isinstance(seed, int) and seed >= 0
@@ -67,7 +67,7 @@ def test_seed_is_recorded_when_not_given(tmp_path, emb_path):
 def test_explicit_words(tmp_path, emb_path):
     out = tmp_path / "a.json"
     res = CliRunner().invoke(cli, ["calibrate", "-m", "madlib", "--embedding", emb_path, "--epsilons", "2", "--word", "w3",
-                                   "--word", "w7", "--draws", "20", "--seed", "1", "--json", str(out), "--no-progress"])
+                                   "--word", "w7", "--draws", "20", "--seed", "1", "-o", str(out), "--no-progress"])
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["sweeps"][0]["results"][0]["columns"]["word"] == ["w3", "w7"]
 
@@ -99,7 +99,7 @@ def test_parse_param():
 
 def test_json_to_stdout_is_pure_json(emb_path):
     res = CliRunner().invoke(cli, ["calibrate", "-m", "madlib", "--embedding", emb_path, "--epsilons", "3", "--words", "4",
-                                   "--draws", "10", "--seed", "2", "--json", "-", "--no-progress"])
+                                   "--draws", "10", "--seed", "2", "-o", "-", "--no-progress"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["parameters"]["seed"] == 2
 
@@ -114,7 +114,7 @@ def _one_line_error(res) -> str:
 BASE = ["calibrate", "--words", "3", "--draws", "5", "--epsilons", "2"]
 
 
-@pytest.mark.parametrize("option", ["--report", "--json"])
+@pytest.mark.parametrize("option", ["--html-report", "-o"])
 def test_bad_output_paths_rejected_before_computing(tmp_path, emb_path, option):
     target = str(tmp_path / "nonexist" / "r.out")
     res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, option, target, "--progress"])
@@ -125,7 +125,7 @@ def test_bad_output_paths_rejected_before_computing(tmp_path, emb_path, option):
 
 
 def test_report_to_stdout_is_refused(emb_path):
-    res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, "--report", "-"])
+    res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, "--html-report", "-"])
     assert res.exit_code == 2 and "stdout" in _one_line_error(res)
 
 
@@ -159,7 +159,7 @@ def test_words_empty_message_says_why():
 
 def test_tem_gamma_recorded_per_epsilon(emb_path):
     res = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--epsilons", "1,4", "--words", "3",
-                                   "--param", "k=8", "--seed", "0", "--json", "-", "--no-progress"])
+                                   "--param", "k=8", "--seed", "0", "-o", "-", "--no-progress"])
     assert res.exit_code == 0, res.output
     sweep = json.loads(res.stdout)["sweeps"][0]
     gammas = [r["params"]["gamma"] for r in sweep["results"]]
@@ -170,7 +170,7 @@ def test_tem_gamma_recorded_per_epsilon(emb_path):
 @pytest.mark.parametrize("spelling", ["--limit", "--embedding-limit"])
 def test_limit_is_applied_and_recorded(emb_path, spelling):
     res = CliRunner().invoke(cli, [*BASE, "-m", "madlib", "--embedding", emb_path, spelling, "20", "--words", "50", "--seed", "1",
-                                   "--json", "-", "--no-progress"])
+                                   "-o", "-", "--no-progress"])
     assert res.exit_code == 0, res.output
     rec = json.loads(res.stdout)
     assert rec["parameters"]["limit"] == 20 and rec["parameters"]["embedding_size"][0] == 20
@@ -186,7 +186,7 @@ def test_progress_only_on_a_terminal_unless_forced(emb_path, flag, drawn):
 
 def test_max_nw_prints_the_chosen_epsilon_and_table(emb_path, tmp_path):
     out = tmp_path / "t.json"
-    r = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--max-nw", "0.5", "--json", str(out), "--no-progress"])
+    r = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--max-nw", "0.5", "-o", str(out), "--no-progress"])
     assert r.exit_code == 0, r.output
     rec = json.loads(out.read_text())
     eps = rec["choice"]["epsilon"]
@@ -208,7 +208,7 @@ def test_calibrate_without_a_terminal_prints_progress_lines(tmp_path, emb_path, 
 
     monkeypatch.setattr(prog, "LOG_INTERVAL", 0.0)
     res = CliRunner().invoke(cli, ["calibrate", "-m", "madlib", "--embedding", emb_path, "--epsilons", "2,4", "--words", "5",
-                                   "--draws", "20", "--json", str(tmp_path / "a.json")])
+                                   "--draws", "20", "-o", str(tmp_path / "a.json")])
     assert res.exit_code == 0, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("calibrate: ")]
     assert lines and "ETA" in lines[0] and "of 10 words" in lines[0] and lines[-1].endswith("done")

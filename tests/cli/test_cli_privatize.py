@@ -87,8 +87,9 @@ def test_real_csv_gz_end_to_end(tmp_path, shared_data):
         assert len(words_of(a["text"])) == len(words_of(b["text"]))
         # a clitic is written back as such ("'s") from its vocabulary letters ("s")
         assert all(any(k in vocab for k in keys) for keys in vocabulary_keys(words_of(b["text"]), lower=True))
-    assert "out-of-vocabulary" in r.stderr
-    assert "other fields copied unchanged: label" in r.stderr
+    err = " ".join(r.stderr.split())  # long lines continue on indented lines
+    assert "out of the vocabulary" in err
+    assert "other fields copied unchanged: label" in err
 
 
 def test_several_inputs_into_folder(tmp_path):
@@ -278,7 +279,7 @@ def test_long_record_in_pieces_gives_identical_output(tmp_path, monkeypatch, fmt
         monkeypatch.setattr(cli_privatize, "_PIECE_CHARS", piece)
         for eps in ("3", "1e6"):
             out = tmp_path / f"out-{piece}-{eps}.{fmt}"
-            r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", eps, "--seed", "7", "--case", "lower", "--limit", "2000")
+            r = run("privatize", str(src), "-o", str(out), "-m", "madlib", "-e", eps, "--seed", "7", "--case", "lower", "--embedding-limit", "2000")
             assert r.exit_code == 0, r.output
             outputs[piece, eps] = out.read_text(encoding="utf-8")
     assert outputs[4096, "3"] == outputs[10**9, "3"]
@@ -378,7 +379,7 @@ def test_progress_counts_records_from_the_first_batch(tmp_path):
     refreshed after every batch, the first ones a few KiB, and shows records and elapsed time."""
     src = tmp_path / "in.txt"
     src.write_text("the cat sat on the mat with a hat\n" * 4000)  # 136 kB
-    r = run("privatize", str(src), "-o", str(tmp_path / "out.txt"), "-m", "madlib", "-e", "10", "--seed", "0", "--progress", "--limit", "500")
+    r = run("privatize", str(src), "-o", str(tmp_path / "out.txt"), "-m", "madlib", "-e", "10", "--seed", "0", "--progress", "--embedding-limit", "500")
     assert r.exit_code == 0, r.output
     counts = [int(m) for m in re.findall(r"(\d+) records", r.stderr)]
     assert len(counts) >= 3 and counts == sorted(counts) and counts[0] < 500 and counts[-1] == 4000, counts
@@ -391,7 +392,6 @@ def test_progress_counts_records_from_the_first_batch(tmp_path):
         (["privatize", "in.txt", "-m", "madlib"], "give -e/--epsilon EPS (privacy parameter > 0) or --max-nw P"),
         (["privatize", "in.txt", "-m", "madlib", "-e", "0"], "epsilon must be a finite number > 0"),
         (["privatize", "-m", "madlib", "-e", "1"], "Missing argument 'INPUTS...'"),
-        (["privatize", "nofile.txt", "-m", "madlib", "-e", "1"], "'nofile.txt' does not exist"),
         (["privatise"], "No such command 'privatise'"),
     ],
 )
@@ -413,7 +413,7 @@ def test_one_time_cache_is_announced_with_its_path(tmp_path, monkeypatch):
     monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "in.txt"
     src.write_text("the cat sat\n")
-    args = ["privatize", str(src), "-m", "tem", "-e", "5", "--limit", "300", "--seed", "0"]
+    args = ["privatize", str(src), "-m", "tem", "-e", "5", "--embedding-limit", "300", "--seed", "0"]
     r = run(*args)
     assert r.exit_code == 0, r.output
     notes = [x for x in r.stderr.splitlines() if x.startswith("note: building")]

@@ -51,7 +51,7 @@ def _run(name: str, data: bytes, *extra: str):
     with tempfile.TemporaryDirectory() as d:
         src, out = Path(d) / name, Path(d) / ("out." + name.split(".", 1)[1])
         src.write_bytes(data)
-        r = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "8", "--limit", str(LIMIT), "--case", "lower", "--seed", "0", *extra])
+        r = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(out), "-m", "madlib", "-e", "8", "--embedding-limit", str(LIMIT), "--case", "lower", "--seed", "0", *extra])
         leftovers = [p.name for p in Path(d).iterdir() if p.name.startswith(".")]
         result = out.read_bytes() if out.exists() else None
     assert r.exit_code in (0, 1, 2), (r.exit_code, r.output)

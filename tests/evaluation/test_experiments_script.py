@@ -149,7 +149,8 @@ def test_exact_inversion_cells_are_computed_once_and_summarized(ee, tmp_path, mo
     (tmp_path / "results.jsonl").write_text(json.dumps(_record("santext", 2.0)) + "\n")
     table = ee.summarize(tmp_path, plots=False).split("### Bayes-optimal inversion")[1].split("###")[0]
     row = next(r for r in table.splitlines() if "| santext |" in r)
-    assert f"| {100 * want.expected_top1:.1f} |" in row and f"| 20.0 | 10.0 | {100 * want.prior_top1:.1f} |" in row  # the unit's sampled top-1, read as is; prior only
+    unchanged = lines[0]["inversion_exact"]["unchanged"]  # read as is, on the exact run's own privatization
+    assert f"| {100 * want.expected_top1:.1f} |" in row and row.endswith(f"| {100 * unchanged:.1f} | {100 * want.prior_top1:.1f} | 20.0 |")  # ...; prior only; the unit's sampled top-1
 
 
 def test_update_doc_rewrites_only_the_tables_and_the_missing_list(ee, tmp_path):

@@ -29,7 +29,7 @@ from scipy import stats
 
 import deniable
 from deniable.errors import PrivacyWarning
-from deniable.integrations import keyed
+from deniable.integrations import keyed, row_keys
 from deniable.integrations.keyed import privatize_keyed
 
 from ..conftest import random_embedding
@@ -56,7 +56,11 @@ def seeded_secrets(monkeypatch):
     """Release secrets from a seeded sequence instead of the OS, so every run is the same; each
     call still gets a new secret, as from the OS."""
     counter = itertools.count()
-    monkeypatch.setattr(keyed, "secret_seed", lambda: int(np.random.default_rng([20240601, next(counter)]).integers(2**63)))
+    def seeded() -> int:
+        return int(np.random.default_rng([20240601, next(counter)]).integers(2**63))
+
+    monkeypatch.setattr(row_keys, "secret_seed", seeded)  # the rule (resolve_randomness) draws here
+    monkeypatch.setattr(keyed, "secret_seed", seeded)
 
 
 # -- the statistics ----------------------------------------------------------------------------

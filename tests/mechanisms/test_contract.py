@@ -202,13 +202,24 @@ def test_undeclared_epsilon_dependence_is_probed_by_the_calibration_key():
     assert "gamma" in wrong  # control: the key follows the declaration
 
 
-def test_calibration_estimator_is_what_the_calibration_picks(mechanism):
-    """The estimator a mechanism declares is the one the calibration picks for it."""
-    from deniable.calibration.estimators import _pick_estimator
+def test_calibration_estimator_is_a_known_estimator(mechanism):
     from deniable.calibration.targets import ESTIMATORS
 
     assert mechanism.calibration_estimator() in ESTIMATORS
-    assert mechanism.calibration_estimator() == _pick_estimator(mechanism)
+
+
+def test_the_calibration_asks_the_contract_for_its_estimator(monkeypatch):
+    """``estimator="auto"`` uses what the instance declares: a Madlib whose
+    ``calibration_estimator()`` says "sampled" is calibrated by sampling (control: "radial")."""
+    from deniable.calibration.compute import compute_calibration
+    from deniable.mechanisms.madlib import Madlib
+
+    emb = _embedding()
+    grid = [1.0, 10.0]
+    kw = {"epsilons": grid, "words": [0, 1], "draws": 20, "directions": 16, "progress": False}
+    assert compute_calibration(lambda e: Madlib(emb, epsilon=e), **kw).estimator == "radial"
+    monkeypatch.setattr(Madlib, "calibration_estimator", lambda self: "sampled")
+    assert compute_calibration(lambda e: Madlib(emb, epsilon=e), **kw).estimator == "sampled"
 
 
 def test_calibration_estimator_follows_the_instance():
@@ -222,7 +233,7 @@ def test_calibration_estimator_follows_the_instance():
     assert Madlib(emb, epsilon=1.0).calibration_estimator() == "radial"
     assert TEM(emb, epsilon=1.0, cache_dir=False).calibration_estimator() == "kernel"
     assert TEM(emb, epsilon=1.0, metric="angular", cache_dir=False).calibration_estimator() in ("exact", "sampled")
-    assert Vickrey(emb, epsilon=1.0).calibration_estimator() != "radial"
+    assert Vickrey(emb, epsilon=1.0).calibration_estimator() == "radial-vickrey"
 
 
 def test_precompute_fit_backend_and_points_have_defaults():

@@ -32,8 +32,7 @@ def _identity_class(name: str) -> type[Mechanism]:
         def distance(self, a, b):
             return np.where(np.asarray(a) == np.asarray(b), 0.0, np.inf)
 
-        @property
-        def guarantee(self):
+        def derive_guarantee(self):
             return Guarantee(self.epsilon, "infinite between different words", "the vocabulary")
 
     Keep.name = name

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import deniable.neighbors.builders as builders
 import deniable.neighbors.neighborhoods as nbm
 from deniable import Embedding
 from deniable.errors import DeniableWarning
@@ -262,7 +263,7 @@ def test_knn_ids_build_resumes_after_an_interruption(tmp_path, monkeypatch) -> N
     Q = X[:1200]
     want = nbm.build_knn_ids(Q, X, 5)
     blocks: list[int] = []
-    real_block = nbm._KnnEuclidean.block
+    real_block = builders._KnnEuclidean.block
 
     def stopping_block(self, qb):
         blocks.append(qb.shape[0])
@@ -270,29 +271,29 @@ def test_knn_ids_build_resumes_after_an_interruption(tmp_path, monkeypatch) -> N
             raise _Stop
         return real_block(self, qb)
 
-    monkeypatch.setattr(nbm._KnnEuclidean, "block", stopping_block)
+    monkeypatch.setattr(builders._KnnEuclidean, "block", stopping_block)
     with pytest.raises(_Stop):
         nbm.build_knn_ids(Q, X, 5, directory=tmp_path / "t", checkpoint_seconds=0.0)
     assert (tmp_path / "t.partial" / "done").read_text() == "512" and not (tmp_path / "t").exists()
-    monkeypatch.setattr(nbm._KnnEuclidean, "block", real_block)
+    monkeypatch.setattr(builders._KnnEuclidean, "block", real_block)
     seen: list[int] = []
 
     def counting_block(self, qb):
         seen.append(qb.shape[0])
         return real_block(self, qb)
 
-    monkeypatch.setattr(nbm._KnnEuclidean, "block", counting_block)
+    monkeypatch.setattr(builders._KnnEuclidean, "block", counting_block)
     t = nbm.build_knn_ids(Q, X, 5, directory=tmp_path / "t", checkpoint_seconds=0.0)
     assert sum(seen) == 1200 - 512  # only the rows after the checkpoint were computed
     np.testing.assert_array_equal(t.ids, want.ids)
     np.testing.assert_array_equal(t.bound, want.bound)
     # a different input (k) does not resume from a stale partial build
     seen.clear()
-    monkeypatch.setattr(nbm._KnnEuclidean, "block", stopping_block)
+    monkeypatch.setattr(builders._KnnEuclidean, "block", stopping_block)
     blocks.clear()
     with pytest.raises(_Stop):
         nbm.build_knn_ids(Q, X, 6, directory=tmp_path / "u", checkpoint_seconds=0.0)
-    monkeypatch.setattr(nbm._KnnEuclidean, "block", counting_block)
+    monkeypatch.setattr(builders._KnnEuclidean, "block", counting_block)
     nbm.build_knn_ids(Q, X, 7, directory=tmp_path / "u", checkpoint_seconds=0.0)
     assert sum(seen) == 1200
 

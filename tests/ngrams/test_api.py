@@ -84,7 +84,7 @@ def test_deprecated_release_gives_the_new_functions_output(data, old, name, new)
     assert deprecations == [f"deniable.ngrams.release is deprecated; use deniable.ngrams.{name}" + (" (NOT DP)" if name.startswith("paper.") else "")]
     assert all(w.filename == __file__ for w in caught if w.category in (DeprecationWarning, PrivacyWarning))  # points at the caller
     _same(rel, _quiet(new, users, vocab, 3))
-    assert rel.params["n"] == 2  # the Vocabulary's n-gram order, recorded as before
+    assert rel.params["n"] == 2  # the NgramVocabulary's n-gram order, recorded as before
     assert rel.formal_dp is (not name.startswith("paper."))
     if name != "paper.k_anonymity_not_dp":  # control: the comparison can fail (another seed, another output)
         assert not np.array_equal(rel.probabilities, _quiet(new, users, vocab, 4).probabilities)

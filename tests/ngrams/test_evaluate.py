@@ -37,9 +37,30 @@ def test_trigram_perplexity_hand_computed():
 def test_membership_inference_extremes():
     target = np.array([5.0, 0.0, 0.0])
     near, far = np.array([0.9, 0.05, 0.05]), np.array([0.1, 0.45, 0.45])
-    assert ngrams.membership_inference(lambda g: near, lambda g: far, target, n_trials=10, rng=0) == 1.0
-    assert ngrams.membership_inference(lambda g: far, lambda g: near, target, n_trials=10, rng=0) == 0.0
-    assert ngrams.membership_inference(lambda g: near, lambda g: near, target, n_trials=10, rng=0) == 0.5
+    assert ngrams.release_membership_inference(lambda g: near, lambda g: far, target, n_trials=10, rng=0) == 1.0
+    assert ngrams.release_membership_inference(lambda g: far, lambda g: near, target, n_trials=10, rng=0) == 0.0
+    assert ngrams.release_membership_inference(lambda g: near, lambda g: near, target, n_trials=10, rng=0) == 0.5
+
+
+def test_membership_inference_is_a_deprecated_alias():
+    target = np.array([5.0, 0.0, 0.0])
+    near, far = np.array([0.9, 0.05, 0.05]), np.array([0.1, 0.45, 0.45])
+    with pytest.warns(DeprecationWarning, match="use deniable.ngrams.release_membership_inference"):
+        old = ngrams.membership_inference(lambda g: near, lambda g: far, target, n_trials=10, rng=0)
+    assert old == ngrams.release_membership_inference(lambda g: near, lambda g: far, target, n_trials=10, rng=0) == 1.0
+
+
+def test_ngram_vocabulary_old_name_warns():
+    from deniable.ngrams import counting
+
+    with pytest.warns(DeprecationWarning, match="use deniable.ngrams.NgramVocabulary"):
+        from deniable.ngrams import Vocabulary
+    assert Vocabulary is ngrams.NgramVocabulary
+    with pytest.warns(DeprecationWarning):
+        assert counting.Vocabulary is ngrams.NgramVocabulary
+    assert "Vocabulary" not in ngrams.__all__
+    with pytest.raises(AttributeError):
+        ngrams.NoSuchName  # noqa: B018
 
 
 def test_membership_inference_with_releases_is_near_chance_at_tiny_epsilon():
@@ -52,7 +73,7 @@ def test_membership_inference_with_releases_is_near_chance_at_tiny_epsilon():
     alpha = np.ones(20)
     with_u = ngrams.prepare_bayesian(m, alpha, epsilon=0.01, delta=1e-6, S=1.0, rho=0.5, sensitivity=2.0)
     without = ngrams.prepare_bayesian(m[1:], alpha, epsilon=0.01, delta=1e-6, S=1.0, rho=0.5, sensitivity=2.0)
-    prob = ngrams.membership_inference(lambda g: np.exp(with_u.sample(g)), lambda g: np.exp(without.sample(g)), dense[0], n_trials=400, rng=1)
+    prob = ngrams.release_membership_inference(lambda g: np.exp(with_u.sample(g)), lambda g: np.exp(without.sample(g)), dense[0], n_trials=400, rng=1)
     assert abs(prob - 0.5) < 0.1  # 4 sd of a fair coin over 400 trials is 0.1
 
 

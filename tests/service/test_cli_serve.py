@@ -30,9 +30,11 @@ def test_help_lists_the_options():
 @pytest.mark.parametrize(
     "args,fragment",
     [
-        (["--limit", "10"], "--limit needs --embedding"),
+        (["--embedding-limit", "10"], "--embedding-limit: needs --embedding"),
         (["--api-key", "short"], "at least 8 characters"),
         (["--port", "70000"], "70000"),
+        (["--max-total", "3"], "applies to a ledger; add --ledger PATH"),
+        (["--ledger", "l.db", "--dataset", " "], "needs a non-empty name"),
         (["-m", "madlib,laplace"], "unknown mechanism(s) 'laplace'; registered mechanisms: " + ", ".join(available_mechanisms())),
     ],
 )
@@ -63,7 +65,7 @@ def test_serve_runs_on_loopback_with_an_api_key(tmp_path):
     binary.save(bundle)
     port = _free_port()
     env = dict(os.environ, DENIABLE_API_KEY="key-for-tests-1")
-    cmd = [sys.executable, "-m", "deniable.cli.main", "serve", "--port", str(port), "--embedding", str(vec), "--bundle", str(bundle), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "deniable.cli.main", "serve", "--port", str(port), "--embedding", str(vec), "--bundle", str(bundle), "--log-level", "warning", "--ledger", str(tmp_path / "l.db")]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -88,6 +90,11 @@ def test_serve_runs_on_loopback_with_an_api_key(tmp_path):
             outs = list(ex.map(lambda _: c.post("/v1/privatize", json=body), range(40)))
         assert all(o.status_code == 200 for o in outs)
         assert len({o.json()["texts"][0] for o in outs}) == 1
+        # each answered request is one ledger row, none lost or duplicated under the server's threads
+        from deniable import Ledger
+
+        recorded = [r.release_id for r in Ledger(tmp_path / "l.db").releases()]
+        assert sorted(recorded) == sorted([r.json()["release_id"]] + [o.json()["release_id"] for o in outs]) and len(set(recorded)) == 41
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=15)

@@ -12,85 +12,87 @@ the ids of all shards **in text order**, which is exactly the id array a serial
 with the caller's ``rng`` and sends each shard its part back. So for the same ``rng`` the output is
 byte-identical to the serial call, and so are the privacy properties (same tokenizer, same OOV
 and case rules: the workers run the same code).
+
+For a stream of batches (the command line's ``--workers``), :meth:`ParallelPrivatizer.privatize_batches`
+gives each worker a group of consecutive batches instead, several groups in flight: this process
+samples every batch in order, one ``sample_ids`` call each with one generator, while the workers
+tokenize and rebuild other batches and the caller reads and writes. Its output is that of one
+``privatize_texts`` call per batch, in order, whatever the number of workers.
 """
 
 from __future__ import annotations
 
 import atexit
+import inspect
 import itertools
 import multiprocessing
+import multiprocessing.connection as mp_connection
 import os
 import warnings
-from collections.abc import Sequence
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .._rng import RNGLike, as_generator
 from .._validation import check_int
-from ..embeddings.embedding import Vocabulary
 from ..errors import PrivacyWarning
 from ..text.privatize import check_case, check_oov, privatize_texts
+from ._text_worker import worker_main
 
-__all__ = ["ParallelPrivatizer", "privatize_parallel", "shared_privatizer", "default_workers"]
+__all__ = ["ParallelPrivatizer", "privatize_parallel", "shared_privatizer", "default_workers", "auto_workers", "AUTO_MIN_CHARS", "AUTO_MIN_CORES", "GROUP_CHARS"]
+
+B = TypeVar("B")
+
+#: ``workers="auto"`` starts worker processes for inputs of at least this many characters (about
+#: 5.5 million words of English): the text work of a smaller input (about 0.05 µs of CPU per
+#: character) saves less than starting the workers costs (about half a second; both measured
+#: in docs/results/text_speed.md).
+AUTO_MIN_CHARS = 32_000_000
+#: ... and only on machines with at least this many CPU cores: with fewer, the workers compete
+#: with the main process (which reads, samples and writes) for the same cores
+#: (docs/results/text_speed.md: on two busy cores ``--workers 2`` was slower).
+AUTO_MIN_CORES = 4
+#: Characters of text a worker gets at once from :meth:`ParallelPrivatizer.privatize_batches`.
+GROUP_CHARS = 1 << 19
+#: The options of :func:`~deniable.text.privatize_texts`, which the parallel entry points take too.
+_OPTIONS = inspect.signature(privatize_texts)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def default_workers() -> int:
     """One worker per CPU core but one (the main process samples), at least 1, at most 32."""
-    return max(1, min(32, (os.cpu_count() or 2) - 1))
+    return max(1, min(32, _cores() - 1))
 
 
-class _WordList(Vocabulary):
-    """The vocabulary's word <-> id lookup only (what the text path needs)."""
-
-    def __init__(self, words: list[str]) -> None:
-        self._words = words
-        index: dict[str, int] = {}
-        for i, w in enumerate(words):
-            index.setdefault(w, i)
-        self._index = index
-
-
-class _Remote:
-    """Stand-in mechanism inside a worker: ``sample_ids`` is answered by the main process."""
-
-    def __init__(self, vocabulary: Vocabulary, conn: Any) -> None:
-        self.vocabulary = vocabulary
-        self._conn = conn
-
-    def sample_ids(self, ids: Any, rng: Any = None) -> np.ndarray:
-        self._conn.send(("ids", np.asarray(ids, dtype=np.int64)))
-        kind, chosen = self._conn.recv()
-        if kind != "chosen":  # pragma: no cover - protocol error
-            raise RuntimeError(f"unexpected message {kind!r} from the main process")
-        return chosen
-
-
-def _worker(conn: Any, words: list[str]) -> None:
-    remote = _Remote(_WordList(words), conn)
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        texts, oov, case, want_counts = msg
-        st: dict[str, int] = {}
-        counts: list[int] | None = [] if want_counts else None
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                out = privatize_texts(remote, texts, rng=0, oov=oov, case=case, stats=st, privatized_per_text=counts)
-            other = [(str(w.message), w.category) for w in caught if not issubclass(w.category, PrivacyWarning)]
-            conn.send(("done", (out, st, counts, other)))
-        except Exception as exc:  # sent back and re-raised in the main process
-            conn.send(("error", exc))
+def auto_workers(chars: int | None) -> tuple[int, int]:
+    """``(workers, serial_chars)`` for ``workers="auto"`` on an input of ``chars`` characters
+    (None: unknown, e.g. a stream): :func:`default_workers` when the machine has
+    :data:`AUTO_MIN_CORES` CPU cores or more and the input has at least :data:`AUTO_MIN_CHARS`,
+    else 1 (everything in this process). ``serial_chars``: for an input of unknown size, the characters to privatize in this
+    process before the workers start (see :meth:`ParallelPrivatizer.privatize_batches`)."""
+    cores = _cores()
+    if cores < AUTO_MIN_CORES or (chars is not None and chars < AUTO_MIN_CHARS):
+        return 1, 0
+    return default_workers(), (AUTO_MIN_CHARS if chars is None else 0)
 
 
 class ParallelPrivatizer:
     """Privatize batches of texts with the text work spread over worker processes.
 
     Drop-in for :func:`deniable.text.privatize_texts`: :meth:`privatize_texts` takes the same
-    arguments and, for the same ``rng``, returns the same strings. Use it as a context manager
-    (or call :meth:`close`) to stop the workers.
+    arguments and, for the same ``rng``, returns the same strings (one batch split over the
+    workers). :meth:`privatize_batches` privatizes a stream of batches, one worker per batch and
+    several batches in flight, so that reading, sampling and writing in this process overlap the
+    workers' text work; its output is that of one ``privatize_texts`` call per batch. Use it as a
+    context manager (or call :meth:`close`) to stop the workers.
 
     Guarantee: that of ``mechanism`` (the workers run the library's own tokenizer and text rules;
     only ``mechanism.sample_ids`` chooses output words).
@@ -107,6 +109,10 @@ class ParallelPrivatizer:
     start_method
         ``multiprocessing`` start method (default ``"forkserver"`` where available, else
         ``"spawn"``; ``"fork"`` is unsafe after CUDA or threads start).
+    group_chars
+        :meth:`privatize_batches` gives each worker consecutive batches of about this many
+        characters in all (default :data:`GROUP_CHARS`) and exchanges their ids in one message: fewer
+        round trips between the processes, whose latency dominates on a busy machine.
     """
 
     def __init__(
@@ -116,15 +122,20 @@ class ParallelPrivatizer:
         *,
         min_words_per_worker: int = 2000,
         start_method: str | None = None,
+        group_chars: int | None = None,
     ) -> None:
         self.mechanism = mechanism
         self.workers = default_workers() if workers is None else check_int("workers", workers, minimum=0)
         self.min_words_per_worker = check_int("min_words_per_worker", min_words_per_worker, minimum=1)
+        self.group_chars = check_int("group_chars", GROUP_CHARS if group_chars is None else group_chars, minimum=1)
         if start_method is None:
             start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         self._ctx: Any = multiprocessing.get_context(start_method)
+        if start_method == "forkserver":  # workers fork from a server that imported this library once
+            self._ctx.set_forkserver_preload(["__main__", __name__])
         self._conns: list[Any] = []
         self._procs: list[Any] = []
+        self._in_flight = False  # a privatize_batches stream has batches in the workers
 
     # -- worker pool ---------------------------------------------------------------------------
     def _start(self) -> None:
@@ -133,25 +144,45 @@ class ParallelPrivatizer:
         words = list(self.mechanism.vocabulary.words)
         for _ in range(self.workers):
             parent, child = self._ctx.Pipe()
-            p = self._ctx.Process(target=_worker, args=(child, words), daemon=True)
+            p = self._ctx.Process(target=worker_main, args=(child, words), daemon=True)
             p.start()
             child.close()
             self._conns.append(parent)
             self._procs.append(p)
 
     def close(self) -> None:
-        """Stop the worker processes (idempotent)."""
+        """Stop the worker processes (idempotent); at once when a :meth:`privatize_batches`
+        stream was left unfinished."""
+        if self._in_flight:
+            for p in self._procs:
+                p.terminate()
+            self._in_flight = False
         for c in self._conns:
             try:
                 c.send(None)
-                c.close()
             except (OSError, ValueError):
                 pass
         for p in self._procs:
             p.join(timeout=5)
             if p.is_alive():
                 p.terminate()
+                p.join(timeout=5)
+        for c in self._conns:
+            c.close()
         self._conns, self._procs = [], []
+
+    def _abort(self) -> None:
+        """Stop the workers at once (they may be mid-batch); the next batch starts new ones."""
+        self._in_flight = bool(self._procs)
+        self.close()
+
+    def _recv(self, w: int) -> Any:
+        try:
+            return self._conns[w].recv()
+        except (EOFError, OSError):
+            p = self._procs[w]
+            p.join(timeout=1)
+            raise RuntimeError(f"text worker process {p.pid} stopped unexpectedly (exit code {p.exitcode})") from None
 
     def __enter__(self) -> ParallelPrivatizer:
         return self
@@ -177,108 +208,221 @@ class ParallelPrivatizer:
         bounds = np.unique(np.r_[0, np.minimum(cuts, len(texts)), len(texts)])
         return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
 
-    def privatize_texts(
-        self,
-        texts: Sequence[str],
-        *,
-        rng: RNGLike = None,
-        oov: str = "unk",
-        case: str = "preserve",
-        stats: dict[str, int] | None = None,
-        privatized_per_text: list[int] | None = None,
-    ) -> list[str]:
-        """Same contract and result as :func:`deniable.text.privatize_texts` (same ``rng``: same output)."""
-        check_oov(oov)
-        check_case(case)
+    def privatize_texts(self, texts: Sequence[str], **options: Any) -> list[str]:
+        """Same contract, options (``rng``, ``oov``, ``case``, ``stats``, ...) and result as
+        :func:`deniable.text.privatize_texts` (same ``rng``: same output)."""
+        bound = _OPTIONS.bind(self.mechanism, texts, **options)
+        bound.apply_defaults()
+        a = bound.arguments
+        check_oov(a["oov"])
+        check_case(a["case"])
         texts = list(texts)
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"texts must be strings, got {type(t).__name__}")
-        shards = self._shards(texts) if self.workers > 1 else [(0, len(texts))]
+        shards = self._shards(texts) if self.workers > 1 and a["token_outputs"] is None else [(0, len(texts))]
         if len(shards) <= 1:
-            return privatize_texts(self.mechanism, texts, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
+            return privatize_texts(self.mechanism, texts, **options)
         self._start()
         try:
-            return self._run(texts, shards, rng, oov, case, stats, privatized_per_text)
+            return self._run(texts, shards, a["rng"], a["oov"], a["case"], a["stats"], a["privatized_per_text"])
         except BaseException:
-            self.close()  # workers may be mid-protocol: start afresh next time
+            self._abort()  # workers may be mid-protocol: start afresh next time
+            raise
+
+    def privatize_batches(
+        self, batches: Iterable[B], *, texts_of: Callable[[B], Sequence[str]] | None = None, rng: RNGLike = None, counts: bool = False,
+        serial_chars: int = 0, **options: Any,
+    ) -> Iterator[tuple[B, list[str], list[int] | None]]:
+        """Privatize a stream of batches; yields ``(batch, output texts, counts)`` in order.
+
+        Each batch's output is that of ``privatize_texts(mechanism, texts_of(batch), rng=gen,
+        **options)`` called on the batches in turn with one generator ``gen = as_generator(rng)``,
+        whatever the number of workers: the workers tokenize and rebuild the texts (one batch
+        each, up to ``workers`` batches in flight) and this process samples every batch, in order,
+        with one ``mechanism.sample_ids`` call, while the caller reads the next batches and
+        writes the previous ones.
+
+        ``texts_of``: a batch's texts (default: the batch is a sequence of texts).
+        ``counts=True``: the third item is the batch's ``privatized_per_text`` list (else None).
+        ``serial_chars``: privatize batches in this process until this many characters have
+        passed, then start the workers (for a stream of unknown size). ``options``: ``oov``,
+        ``case`` and ``stats`` (updated in place with every batch's counts), as for
+        :func:`~deniable.text.privatize_texts`. An error stops the workers and is raised here.
+        """
+        a = _OPTIONS.bind(self.mechanism, (), rng=rng, **options)
+        a.apply_defaults()
+        oov, case, stats = check_oov(a.arguments["oov"]), check_case(a.arguments["case"]), a.arguments["stats"]
+        if a.arguments["privatized_per_text"] is not None or a.arguments["token_outputs"] is not None:
+            raise TypeError("privatize_batches gives each batch's privatized_per_text with counts=True; token_outputs is not supported")
+        gen = as_generator(rng)
+        it = iter(batches)
+        texts_of = texts_of or _as_texts
+        if self.workers > 1:
+            seen = 0
+            while seen < serial_chars:
+                batch = next(it, _END)
+                if batch is _END:
+                    return
+                texts = list(texts_of(batch))
+                seen += sum(map(len, texts))
+                per: list[int] | None = [] if counts else None
+                yield batch, privatize_texts(self.mechanism, texts, rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=per), per
+            yield from self._pipeline(it, texts_of, gen, oov, case, stats, counts)
+            return
+        for batch in it:
+            per = [] if counts else None
+            yield batch, privatize_texts(self.mechanism, texts_of(batch), rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=per), per
+
+    def _pipeline(self, it: Iterator[B], texts_of: Callable[[B], Sequence[str]], gen: np.random.Generator, oov: str, case: str,
+                  stats: dict[str, int] | None, counts: bool) -> Iterator[tuple[B, list[str], list[int] | None]]:
+        """:meth:`privatize_batches` with the workers: one group of batches per worker, messages
+        handled as they come, every batch sampled in order (a group is sampled once its ids and
+        those of all groups before it have come), batches yielded in order."""
+        self._start()
+        idle = deque(range(len(self._conns)))
+        flight: deque[_Slot] = deque()  # the batches given to workers, in order
+
+        def fill() -> None:  # every idle worker gets the next group of batches
+            while idle:
+                batches, texts, chars = [], [], 0
+                while chars < self.group_chars:
+                    batch = next(it, _END)
+                    if batch is _END:
+                        break
+                    batches.append(batch)
+                    texts.append(list(texts_of(batch)))
+                    chars += sum(map(len, texts[-1]))
+                if not batches:
+                    return
+                w = idle.popleft()
+                self._conns[w].send((texts, oov, case, counts))
+                flight.append(_Slot(w, batches))
+
+        self._in_flight = True
+        try:
+            fill()
+            while flight:
+                if flight[0].result is not None:  # the oldest group is done: its worker takes the next
+                    slot = flight.popleft()
+                    idle.append(slot.w)
+                    fill()
+                    results, other = slot.result
+                    _merge(None, {}, other, oov)
+                    for batch, (out, st, per) in zip(slot.batches, results):
+                        _merge(stats, st, [], oov)
+                        yield batch, out, per
+                    continue
+                for slot in flight:  # sample, in order, every group whose ids (and all before it) came
+                    if slot.ids is not None:
+                        chosen = [None if ids is None else np.asarray(self.mechanism.sample_ids(ids, rng=gen), dtype=np.int64) for ids in slot.ids]
+                        self._conns[slot.w].send(("chosen", chosen))
+                        slot.sampled, slot.ids = True, None
+                    elif not slot.sampled and slot.result is None:
+                        break  # still tokenizing: the batches after it wait
+                waiting = {slot.w: slot for slot in flight if slot.result is None and slot.ids is None}
+                for conn in mp_connection.wait([self._conns[w] for w in waiting]):
+                    w = self._conns.index(conn)
+                    kind, payload = _checked(self._recv(w))
+                    if kind == "ids":
+                        waiting[w].ids = payload
+                    else:
+                        waiting[w].result = payload
+            self._in_flight = False
+        except BaseException:
+            self._abort()
             raise
 
     def _run(self, texts, shards, rng, oov, case, stats, privatized_per_text) -> list[str]:
+        """One batch over the shards' workers; an error is raised (the caller stops the workers)."""
         want_counts = privatized_per_text is not None
-        conns = self._conns[: len(shards)]
-        for c, (a, b) in zip(conns, shards):
-            c.send((texts[a:b], oov, case, want_counts))
+        for c, (a, b) in zip(self._conns, shards):
+            c.send(([texts[a:b]], oov, case, want_counts))
         asked, parts, results = [], [], {}
-        error: BaseException | None = None
-        for i, c in enumerate(conns):
-            kind, payload = c.recv()
+        for i in range(len(shards)):
+            kind, payload = _checked(self._recv(i))
             if kind == "ids":
                 asked.append(i)
-                parts.append(payload)
-            elif kind == "done":
-                results[i] = payload
+                parts.append(payload[0])
             else:
-                error = error or payload
-        if error is None and asked:
+                results[i] = payload
+        if asked:
             ids = np.concatenate(parts)
-            try:
-                chosen = np.asarray(self.mechanism.sample_ids(ids, rng=as_generator(rng)), dtype=np.int64)
-            except BaseException as exc:
-                error = exc
-                chosen = np.zeros(ids.shape[0], dtype=np.int64)  # lets the workers finish; discarded
+            chosen = np.asarray(self.mechanism.sample_ids(ids, rng=as_generator(rng)), dtype=np.int64)
             off = 0
             for i, part in zip(asked, parts):
-                conns[i].send(("chosen", chosen[off : off + part.shape[0]]))
+                self._conns[i].send(("chosen", [chosen[off : off + part.shape[0]]]))
                 off += part.shape[0]
-        elif asked:  # an error elsewhere: release the waiting workers
-            for i, part in zip(asked, parts):
-                conns[i].send(("chosen", np.zeros(part.shape[0], dtype=np.int64)))
-        for i in asked:
-            kind, payload = conns[i].recv()
-            if kind == "done":
-                results[i] = payload
-            else:
-                error = error or payload
-        if error is not None:
-            raise error
+            for i in asked:
+                results[i] = _checked(self._recv(i))[1]
         out: list[str] = []
-        unknown = 0
+        merged: dict[str, int] = {}
         for i in range(len(shards)):
-            texts_i, st, counts, other = results[i]
+            ((texts_i, st, counts),), other = results[i]
             out.extend(texts_i)
-            unknown += st.get("unknown", 0)
-            if stats is not None:
-                for k, v in st.items():
-                    stats[k] = stats.get(k, 0) + v
+            _merge(merged, st, other, "unk")
             if want_counts:
                 privatized_per_text.extend(counts)
-            for msg, cat in other:
-                warnings.warn(msg, cat, stacklevel=3)
-        if oov == "keep" and unknown:
-            warnings.warn(
-                f"oov='keep': {unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy",
-                PrivacyWarning,
-                stacklevel=3,
-            )
+        _merge(stats, merged, [], oov)
         return out
 
 
-def privatize_parallel(
-    mechanism: Any,
-    texts: Sequence[str],
-    *,
-    workers: int | None = None,
-    rng: RNGLike = None,
-    oov: str = "unk",
-    case: str = "preserve",
-    stats: dict[str, int] | None = None,
-    privatized_per_text: list[int] | None = None,
-) -> list[str]:
+class _Slot:
+    """A group of batches given to worker ``w``: their ids once sent (until sampled), then the
+    results."""
+
+    __slots__ = ("batches", "ids", "result", "sampled", "w")
+
+    def __init__(self, w: int, batches: list[Any]) -> None:
+        self.w, self.batches = w, batches
+        self.ids: list[np.ndarray | None] | None = None
+        self.sampled = False
+        self.result: Any = None
+
+
+def _as_texts(batch: Any) -> Sequence[str]:
+    return batch
+
+
+def _checked(msg: tuple[str, Any]) -> tuple[str, Any]:
+    """A worker's message; its error raised here."""
+    if msg[0] == "error":
+        raise msg[1]
+    return msg
+
+
+_END: Any = object()
+
+
+def _merge(stats: dict[str, int] | None, st: dict[str, int], other: list[tuple[str, type[Warning]]], oov: str) -> None:
+    """Add a worker's counts ``st`` to ``stats`` and issue its warnings (``other``), and the one
+    :class:`PrivacyWarning` that :func:`~deniable.text.privatize_texts` issues for kept OOV words."""
+    if stats is not None:
+        for k, v in st.items():
+            stats[k] = stats.get(k, 0) + v
+    for msg, cat in other:
+        warnings.warn(msg, cat, stacklevel=4)
+    if oov == "keep" and st.get("unknown"):
+        warnings.warn(
+            f"oov='keep': {st['unknown']} out-of-vocabulary word(s) were emitted verbatim, without privacy",
+            PrivacyWarning,
+            stacklevel=4,
+        )
+
+
+def privatize_parallel(mechanism: Any, texts: Sequence[str], *, workers: int | str | None = None, **options: Any) -> list[str]:
     """One-shot :class:`ParallelPrivatizer`: privatize ``texts`` with ``workers`` processes
-    (same result as :func:`deniable.text.privatize_texts` for the same ``rng``)."""
+    (same result as :func:`deniable.text.privatize_texts` for the same ``rng``).
+
+    ``workers``: a number (0 or 1: in this process), None (:func:`default_workers`) or
+    ``"auto"`` (:func:`auto_workers` of the texts' total length). ``options``: those of
+    :func:`~deniable.text.privatize_texts` (``rng``, ``oov``, ``case``, ``stats``, ...)."""
+    if workers == "auto":
+        workers = auto_workers(sum(len(t) for t in texts if isinstance(t, str)))[0]
+    elif isinstance(workers, str):
+        raise ValueError(f"workers must be a number or 'auto', got {workers!r}")
     with ParallelPrivatizer(mechanism, workers) as pp:
-        return pp.privatize_texts(texts, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
+        return pp.privatize_texts(texts, **options)
 
 
 _SHARED: dict[int, ParallelPrivatizer] = {}

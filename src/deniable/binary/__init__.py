@@ -25,25 +25,14 @@ from .hamming import HAMMING_INDEX_NAMES, FaissBinaryIndex, HammingIndex, make_h
 from .quality import nn_overlap
 
 __all__ = [
-    "BinaryEmbedding",
-    "pack_bits",
-    "unpack_bits",
-    "majority_code",
-    "Binarizer",
-    "AutoencoderBinarizer",
-    "RandomProjectionBinarizer",
-    "ITQBinarizer",
-    "BINARIZERS",
-    "DEFAULT_METHOD",
-    "get_binarizer",
-    "binarize",
-    "HammingIndex",
-    "FaissBinaryIndex",
-    "make_hamming_index",
-    "HAMMING_INDEX_NAMES",
-    "nn_overlap",
-    "DEFAULT_BINARY_FILE",
-    "load_default_binary_embedding",
+    # codes
+    "BinaryEmbedding", "pack_bits", "unpack_bits", "majority_code",
+    # binarizers
+    "Binarizer", "AutoencoderBinarizer", "RandomProjectionBinarizer", "ITQBinarizer", "BINARIZERS", "DEFAULT_METHOD", "get_binarizer", "binarize",
+    # Hamming search and code quality
+    "HammingIndex", "FaissBinaryIndex", "make_hamming_index", "HAMMING_INDEX_NAMES", "nn_overlap",
+    # the bundled codes
+    "DEFAULT_BINARY_FILE", "load_default_binary_embedding",
 ]
 
 #: The prebuilt codes of the bundled default embedding (256 bits, :data:`DEFAULT_METHOD`).

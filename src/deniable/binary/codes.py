@@ -130,12 +130,8 @@ class BinaryEmbedding(Vocabulary):
             raise ValueError(f"unk_method must be one of {', '.join(UNK_METHODS)}, got {unk_method!r}")
         codes.setflags(write=False)
         unk_code.setflags(write=False)
-        self._words = words
-        self._index = index
-        self._codes = codes
-        self.n_bits = n_bits
-        self.unk_code = unk_code
-        self.unk_method = unk_method
+        self._words, self._index, self._codes = words, index, codes
+        self.n_bits, self.unk_code, self.unk_method = n_bits, unk_code, unk_method
         self.metadata = dict(metadata or {})
         json.dumps(self.metadata)  # fail early on non-serializable metadata
         self.source = source
@@ -171,20 +167,10 @@ class BinaryEmbedding(Vocabulary):
         """Read-only packed ``uint64`` codes ``(len(self), words_per_code)``."""
         return self._codes
 
-    @property
-    def words_per_code(self) -> int:
-        return int(self._codes.shape[1])
-
     @cached_property
     def fingerprint(self) -> str:
         """Stable hash of words, n_bits, codes and the UNK code (16 hex chars)."""
-        h = hashlib.sha256()
-        h.update(f"brr:{len(self)}x{self.n_bits}\n".encode())
-        h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
-        h.update(np.ascontiguousarray(self._codes, dtype="<u8").tobytes())
-        h.update(np.ascontiguousarray(self.unk_code, dtype="<u8").tobytes())
-        return h.hexdigest()[:16]
+        return self._digest(f"brr:{len(self)}x{self.n_bits}\n", np.ascontiguousarray(self._codes, dtype="<u8"), np.ascontiguousarray(self.unk_code, dtype="<u8"))
 
     def code_of(self, ids: np.ndarray) -> np.ndarray:
         """Packed codes of ``ids`` (the UNK code for :data:`UNK_ID`)."""
@@ -194,6 +180,11 @@ class BinaryEmbedding(Vocabulary):
         if unk.any():
             out[unk] = self.unk_code
         return out
+
+    @property
+    def words_per_code(self) -> int:
+        """64-bit words per packed code: ⌈n_bits / 64⌉."""
+        return int(self._codes.shape[1])
 
     def bits(self, ids: np.ndarray | None = None) -> np.ndarray:
         """Unpacked boolean codes of ``ids`` (default: all words)."""

@@ -26,10 +26,12 @@ from .estimators import (
 )
 from .flips import _flips_curves, _flips_usable
 from .record import Calibration, calibration_key
+from .two_nearest import _vickrey_curves
 
 __all__ = ["compute_calibration", "default_epsilons", "ESTIMATORS"]
 
-ESTIMATORS = ("kernel", "radial", "flips", "exact", "sampled")
+ESTIMATORS = ("kernel", "radial", "radial-vickrey", "flips", "exact", "sampled")
+_RADIAL = ("radial", "radial-vickrey")  # directions, every word screened by default
 
 
 def default_epsilons(lo: float = 0.01, hi: float = 100.0, per_decade: int = 24) -> np.ndarray:
@@ -103,17 +105,15 @@ def compute_calibration(
     probe = factory(float(eps[0]))
     name, params, fp = calibration_key(factory)
     V = int(probe.n_words)
-    est = _pick_estimator(probe) if estimator == "auto" else estimator
-    if est not in ESTIMATORS:
-        raise ValueError(f"estimator must be 'auto' or one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+    est = _pick_estimator(probe) if estimator == "auto" else _check_estimator(estimator, probe)
     t0 = time.perf_counter()
-    n_screen = (8 if est == "radial" else 0) if screen is None else check_int("screen", screen, minimum=0)
+    n_screen = (8 if est in _RADIAL else 0) if screen is None else check_int("screen", screen, minimum=0)
     ids, is_sample, coverage, screened = _choose_words(probe, words, est, n_screen, isolated, sample, extra, gen)
     bar = _bar(ids.size, progress, f"calibrate {name}")
     try:
         if screened:
             bar.close()
-            full, unit = (directions, "directions") if est == "radial" else (draws, "draws")
+            full, unit = (directions, "directions") if est in _RADIAL else (draws, "draws")
             curves = _curves_of(est, probe, eps, confidence, gen, backend)
             n_w, up, is_sample, coverage, meta = _screened(
                 probe, eps, V, full, n_screen, refine, isolated, sample, extra, confidence, gen, progress, name, curves, unit)
@@ -129,6 +129,20 @@ def compute_calibration(
         epsilons=eps, word_ids=ids, n_w=n_w, n_w_upper=np.maximum(up, n_w), sample=is_sample,
         words=[vocab_words[i] for i in ids.tolist()], meta=meta,
     )
+
+
+def _check_estimator(estimator: str, probe: Any) -> str:
+    """A requested estimator, if it applies to ``probe``: ``exact`` and ``sampled`` always,
+    ``flips`` to BRR with an exact Hamming search, the others only where the mechanism's
+    ``calibration_estimator()`` names them (they model its sampling)."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be 'auto' or one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+    if estimator == "flips" and not _flips_usable(probe):
+        raise ValueError(f"the flips estimator applies to BRR with an exact Hamming index, not {type(probe).__name__}")
+    if estimator in ("kernel", *_RADIAL) and estimator != (own := probe.calibration_estimator()):
+        raise ValueError(f"the {estimator} estimator does not apply to this {type(probe).__name__} (its own is {own!r}); "
+                         "use estimator='auto'")
+    return estimator
 
 
 def _check_grid(epsilons: Sequence[float] | np.ndarray | None) -> np.ndarray:
@@ -155,7 +169,7 @@ def _choose_words(probe: Any, words: Any, est: str, n_screen: int, isolated: int
             raise ValueError(f"words must be vocabulary ids in [0, {V - 1}]")
         coverage = "all words" if np.unique(ids).size >= V else f"{ids.size} given words"
         return ids, np.ones(ids.size, bool), coverage, False
-    if auto and est in ("radial", "flips") and n_screen:
+    if auto and est in (*_RADIAL, "flips") and n_screen:
         return all_ids, np.ones(V, bool), "all words", True
     n_sample = sample if isinstance(words, str) else check_int("words", words, minimum=1)
     ext, rand, more = _measured_words(probe, isolated, n_sample, extra, gen)
@@ -169,13 +183,11 @@ def _choose_words(probe: Any, words: Any, est: str, n_screen: int, isolated: int
 
 def _curves_of(est: str, probe: Any, eps: np.ndarray, confidence: float, gen: np.random.Generator,
                backend: str) -> Callable[[np.ndarray, int, Callable[[int], None] | None], tuple[np.ndarray, np.ndarray]]:
-    """``curves(ids, n, update) -> (n_w, upper)`` of the radial (``n`` directions) or flips
-    (``n`` draws) estimator, for screening and refining."""
-    if est == "radial":
+    """``curves(ids, n, update) -> (n_w, upper)`` of the radial estimators (``n`` directions) or
+    flips (``n`` draws), for screening and refining."""
+    if est in _RADIAL:
         def curves(ids_: np.ndarray, n: int, update: Any) -> tuple[np.ndarray, np.ndarray]:
-            U = _radial_directions(probe, n, gen)
-            assert U is not None  # the radial estimator was picked for this mechanism
-            return _radial_curves(probe, ids_, eps, U, confidence, update, backend)
+            return _radial_measure(est, probe, ids_, eps, n, confidence, gen, update, backend)
     else:
         def curves(ids_: np.ndarray, n: int, update: Any) -> tuple[np.ndarray, np.ndarray]:
             return _flips_curves(probe, ids_, eps, n, confidence, gen, update)[:2]
@@ -189,18 +201,24 @@ def _measure(est: str, factory: Callable[[float], Any], probe: Any, ids: np.ndar
     if est == "kernel":
         n_w, meta = _kernel_curves(factory, probe, ids, eps, progress=update)
         return n_w, n_w.copy(), meta
-    if est == "radial":
-        U = _radial_directions(probe, directions, gen)
-        if U is None:
-            raise ValueError(f"the radial estimator does not apply to {type(probe).__name__}")
-        n_w, up = _radial_curves(probe, ids, eps, U, confidence, update, backend)
+    if est in _RADIAL:
+        n_w, up = _radial_measure(est, probe, ids, eps, directions, confidence, gen, update, backend)
         return n_w, up, {"directions": directions}
     if est == "flips":
-        if not _flips_usable(probe):
-            raise ValueError(f"the flips estimator applies to BRR with an exact Hamming index, not {type(probe).__name__}")
         return _flips_curves(probe, ids, eps, draws, confidence, gen, update)
     if est == "exact":
         n_w = _exact_curves(factory, ids, eps, update)
         return n_w, n_w.copy(), {}
     n_w, up, measured = _sampled_curves(sampler or factory, ids, eps, draws, confidence, gen, update)
     return n_w, up, {"draws": draws, "measured_epsilons": eps[measured].round(6).tolist()}
+
+
+def _radial_measure(est: str, probe: Any, ids: np.ndarray, eps: np.ndarray, n: int, confidence: float, gen: np.random.Generator,
+                    update: Any, backend: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(n_w, upper)`` by ``radial`` (Madlib, Mahalanobis) or ``radial-vickrey`` (Vickrey) from
+    ``n`` fresh noise directions."""
+    U = _radial_directions(probe, n, gen)
+    assert U is not None  # _check_estimator / the mechanism's contract chose a radial estimator
+    if est == "radial-vickrey":
+        return _vickrey_curves(probe, ids, eps, U, confidence, update)
+    return _radial_curves(probe, ids, eps, U, confidence, update, backend)

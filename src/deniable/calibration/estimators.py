@@ -4,7 +4,9 @@ the full measurement (the methods: :mod:`deniable.calibration.targets`).
 Each ``_*_curves`` function returns ``(words, epsilons)`` arrays for the given vocabulary ids:
 ``kernel`` (TEM, exact and rounded up), ``radial`` (Madlib, Mahalanobis: exact in the noise
 radius, averaged over directions), ``exact`` (``probabilities`` or ``self_probabilities``) and
-``sampled`` (draws at grid points); ``flips`` (BRR) is in :mod:`deniable.calibration.flips`.
+``sampled`` (draws at grid points); ``flips`` (BRR) is in :mod:`deniable.calibration.flips`,
+``radial-vickrey`` (Vickrey) in :mod:`deniable.calibration.two_nearest`. Which one a mechanism
+uses is its own ``calibration_estimator()``.
 :func:`_screened` and :func:`refine_worst` screen every word coarsely and refine the riskiest.
 """
 
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .flips import _exact_knn, _faiss_flat, _flips_usable
+from .flips import _exact_knn
 from .record import _upper_bound
 
 _PER_EPS = 3
@@ -29,13 +31,16 @@ def _bar(total: int, progress: Any, desc: str) -> Any:
 
 
 def _radial_directions(mech: Any, n: int, gen: np.random.Generator) -> np.ndarray | None:
-    """Noise directions u (rows) such that the mechanism's noise is R·u with R ~ Gamma(dim, 1/ε),
-    or None when the mechanism is not of that form (then another estimator is used)."""
+    """Noise directions u (rows) such that the mechanism's noise is R·u with R ~ Gamma(dim, 1/ε):
+    uniform on the sphere, times Σ_λ^{1/2} for the Mahalanobis noise (Madlib, Mahalanobis and
+    Vickrey); None for other mechanisms. Whether the ``radial`` estimators apply to an instance
+    (an exact search over every word) is its :meth:`~deniable.mechanisms.base.Mechanism.
+    calibration_estimator`."""
     from ..mechanisms.madlib import Madlib
     from ..mechanisms.mahalanobis import Mahalanobis
 
-    if type(mech) not in (Madlib, Mahalanobis) or getattr(mech, "_index_spec", None) not in ("exact", "faiss-flat"):
-        return None  # an approximate search changes which word is returned
+    if not isinstance(mech, Madlib):
+        return None
     d = mech.embedding.dim
     u = gen.standard_normal((n, d))
     u /= np.linalg.norm(u, axis=1, keepdims=True)
@@ -127,12 +132,6 @@ def _radial_curves(mech: Any, ids: np.ndarray, epsilons: np.ndarray, directions:
         sums[:, j] = f.sum(axis=1)
         n_w[:, j] = sums[:, j] / D
     return n_w, _upper_bound(sums, D, confidence)
-
-
-def _tem_usable(mech: Any) -> bool:
-    from ..mechanisms.tem import TEM
-
-    return type(mech) is TEM and mech.metric == "euclidean"
 
 
 def _kernel_curves(factory: Callable[[float], Any], probe: Any, ids: np.ndarray, epsilons: np.ndarray, *, bins: int = 4096,
@@ -281,15 +280,9 @@ def _measured_words(probe: Any, isolated: int, sample: int, extra: Any,
 
 
 def _pick_estimator(probe: Any) -> str:
-    if _tem_usable(probe):
-        return "kernel"
-    if _radial_directions(probe, 1, np.random.default_rng(0)) is not None:
-        return "radial"
-    if _flips_usable(probe) and not probe.has_exact_probabilities and _faiss_flat(probe):
-        return "flips"  # with the numpy scan, per-ε sampling is about as fast
-    if probe.has_exact_probabilities:  # the Mechanism contract
-        return "exact"
-    return "sampled"
+    """The estimator ``estimator="auto"`` uses: the mechanism's own
+    :meth:`~deniable.mechanisms.base.Mechanism.calibration_estimator` (the only source)."""
+    return str(probe.calibration_estimator())
 
 
 def _screened(probe: Any, eps: np.ndarray, V: int, full: int, screen: int, refine: int, isolated: int, sample: int,

@@ -22,12 +22,6 @@ def _flips_usable(mech: Any) -> bool:
     return isinstance(idx, HammingIndex) or (isinstance(idx, FaissBinaryIndex) and idx.exact)
 
 
-def _faiss_flat(mech: Any) -> bool:
-    from ..binary.hamming import FaissBinaryIndex
-
-    return isinstance(mech.index, FaissBinaryIndex) and mech.index.exact
-
-
 def _exact_knn(mech: Any) -> Any:
     """The mechanism's exact k-nearest-neighbour engine over its binary codes, with the k-NN API
     of :class:`deniable.neighbors.NearestNeighbors` (``knn(queries, k) -> (ids, distances)``,

@@ -272,29 +272,16 @@ def summarize(result: PlausibleDeniability) -> dict[str, float]:
     worst case (max N_w, min S_w) of N_w (probability) and S_w (count), plus the distinct-output
     count (the papers' estimator of S_w). Worst cases are the Madlib paper's calibration targets."""
     n = result.n_w.astype(np.float64)
-    s = result.s_w.astype(np.float64)
     d = result.n_distinct.astype(np.float64)
     ddof = 1 if n.size > 1 else 0
-    p_n = np.percentile(n, [5, 50, 95])
-    p_s = np.percentile(s, [5, 50, 95])
-    return {
-        "n_words": float(n.size),
-        "n_w_mean": float(n.mean()),
-        "n_w_sd": float(n.std(ddof=ddof)),
-        "n_w_p5": float(p_n[0]),
-        "n_w_p50": float(p_n[1]),
-        "n_w_p95": float(p_n[2]),
-        "n_w_max": float(n.max()),
-        "s_w_mean": float(s.mean()),
-        "s_w_sd": float(s.std(ddof=ddof)),
-        "s_w_p5": float(p_s[0]),
-        "s_w_p50": float(p_s[1]),
-        "s_w_p95": float(p_s[2]),
-        "s_w_min": float(s.min()),
-        "n_distinct_mean": float(d.mean()),
-        "n_distinct_sd": float(d.std(ddof=ddof)),
-        "n_distinct_min": float(d.min()),
-    }
+    out = {"n_words": float(n.size)}
+    for stat, worst, at in (("n_w", "max", np.max), ("s_w", "min", np.min)):
+        v = getattr(result, stat).astype(np.float64)
+        p5, p50, p95 = np.percentile(v, [5, 50, 95])
+        out.update({f"{stat}_mean": float(v.mean()), f"{stat}_sd": float(v.std(ddof=ddof)), f"{stat}_p5": float(p5),
+                    f"{stat}_p50": float(p50), f"{stat}_p95": float(p95), f"{stat}_{worst}": float(at(v))})
+    out.update({"n_distinct_mean": float(d.mean()), "n_distinct_sd": float(d.std(ddof=ddof)), "n_distinct_min": float(d.min())})
+    return out
 
 
 def mechanism_params(mechanism: Any) -> dict[str, Any]:

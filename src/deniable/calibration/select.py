@@ -151,27 +151,11 @@ class EpsilonSelection:
 
 
 def select_epsilon(
-    mechanism_factory: Callable[[float], Any],
-    *,
-    max_n_w: float | None = None,
-    min_s_w: float | None = None,
-    quantile: float = 1.0,
-    words: Any = 200,
-    draws: int = 1000,
-    eta: float = 0.01,
-    confidence: float = 0.95,
-    eps_start: float = 1.0,
-    eps_min: float = 1e-3,
-    eps_max: float = 1e4,
-    rtol: float = 0.02,
-    recheck_draws: int | None = None,
-    max_rechecks: int = 20,
-    extreme: int = 10,
-    k: int = 10,
-    final_all: bool | None = None,
-    method: str = "auto",
-    rng: RNGLike = None,
-    progress: Callable[[int], None] | None = None,
+    mechanism_factory: Callable[[float], Any], *, max_n_w: float | None = None, min_s_w: float | None = None,
+    quantile: float = 1.0, words: Any = 200, draws: int = 1000, eta: float = 0.01, confidence: float = 0.95,
+    eps_start: float = 1.0, eps_min: float = 1e-3, eps_max: float = 1e4, rtol: float = 0.02, recheck_draws: int | None = None,
+    max_rechecks: int = 20, extreme: int = 10, k: int = 10, final_all: bool | None = None, method: str = "auto",
+    rng: RNGLike = None, progress: Callable[[int], None] | None = None,
 ) -> EpsilonSelection:
     """The largest ε whose plausible-deniability statistics meet the targets (private side).
 

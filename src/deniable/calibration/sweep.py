@@ -53,26 +53,16 @@ class Sweep:
         return rows
 
 
-def sweep_epsilons(
-    factory: Callable[[float], Any],
-    epsilons: Sequence[float],
-    words: Any = None,
-    *,
-    draws: int = 1000,
-    eta: float = 0.01,
-    rng: RNGLike = None,
-    method: str = "auto",
-    confidence: float = 0.95,
-    progress: Callable[[int], None] | None = None,
-) -> Sweep:
+def sweep_epsilons(factory: Callable[[float], Any], epsilons: Sequence[float], words: Any = None, *, draws: int = 1000,
+                   eta: float = 0.01, rng: RNGLike = None, method: str = "auto", confidence: float = 0.95,
+                   progress: Callable[[int], None] | None = None) -> Sweep:
     """Plausible-deniability statistics at each ε, on one fixed set of words.
 
     Parameters
     ----------
-    factory
-        ``factory(epsilon) -> Mechanism``.
-    epsilons
-        The ε values (each > 0), kept in the given order.
+    factory, epsilons
+        ``factory(epsilon) -> Mechanism`` and the ε values to measure (each > 0, kept in the
+        given order).
     words
         As for :func:`~deniable.calibration.plausible.plausible_deniability`; a count is resolved
         once (stratified, on the first ε's mechanism) so every ε measures the same words.

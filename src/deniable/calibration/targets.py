@@ -88,18 +88,9 @@ def choose_epsilon(factory: Callable[[float], Any], max_n_w: float, **kwargs: An
     return cal.choose(tau), cal
 
 
-def mechanism_for_target(
-    name: str,
-    embedding: Any = None,
-    *,
-    epsilon: float | None = None,
-    max_n_w: float | None = None,
-    backend: str = "numpy",
-    device: str | None = None,
-    progress: bool | None = None,
-    cache_dir: str | os.PathLike[str] | bool | None = None,
-    **params: Any,
-) -> Any:
+def mechanism_for_target(name: str, embedding: Any = None, *, max_n_w: float | None = None, epsilon: float | None = None,
+                         progress: bool | None = None, cache_dir: str | os.PathLike[str] | bool | None = None,
+                         backend: str = "numpy", device: str | None = None, **params: Any) -> Any:
     """``get_mechanism`` with a privacy target: exactly one of ``epsilon`` and ``max_n_w``.
 
     The calibration is of the numpy mechanism (``backend="torch"`` samples the same

@@ -3,9 +3,12 @@ parameter names, and the command line's spelling of library messages."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
+import os
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -23,6 +26,10 @@ __all__ = [
     "known_params",
     "cli_spelling",
     "mechanism_name",
+    "InputPath",
+    "embedding_limit_option",
+    "deprecated_alias",
+    "workers_option",
 ]
 
 
@@ -39,52 +46,55 @@ def mechanism_name(name: str, *, param_hint: str = "-m/--mechanism") -> str:
 
 
 def parse_param(text: str) -> tuple[str, Any]:
-    """``k=v`` with v parsed as int, float, true/false/none, else kept as a string
-    (``calibrate``, ``privacy-ratio``)."""
+    """One ``--param KEY=VALUE`` (the grammar every command shares): KEY a Python identifier
+    (``-`` read as ``_``); VALUE ``true``/``false`` (any case) as a bool, ``none``/``null`` as
+    None, else JSON where it parses (``3``, ``0.5``, ``1e-3``, ``[1, 2]``, ``"quoted"``), else
+    the text itself (``metric=angular``). A malformed item is a usage error (exit 2)."""
     key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key or not key.isidentifier():
-        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--param")
+    key = key.strip().replace("-", "_")
+    if not sep or not key.isidentifier():
+        raise click.BadParameter(f"expected KEY=VALUE (e.g. lam=0.5), got {text!r}", param_hint="--param")
     raw = raw.strip()
     low = raw.lower()
     if low in ("true", "false"):
         return key, low == "true"
     if low in ("none", "null"):
         return key, None
-    for conv in (int, float):
-        try:
-            return key, conv(raw)
-        except ValueError:
-            pass
-    return key, raw
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
 
 
-def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
-    """``("lam=0.5", "metric=angular")`` -> ``{"lam": 0.5, "metric": "angular"}`` (JSON values,
-    else strings; ``-`` in keys becomes ``_``) (``privatize``, ``precompute``, ``evaluate``)."""
+def parse_params(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``("lam=0.5", "metric=angular")`` -> ``{"lam": 0.5, "metric": "angular"}``, each item by
+    :func:`parse_param`; one key given twice with different values is a usage error."""
     out: dict[str, Any] = {}
     for item in values:
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key.isidentifier():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
+        key, value = parse_param(item)
+        if key in out and out[key] != value:
+            raise click.BadParameter(f"{key} given twice ({out[key]!r} and {value!r}); give it once", param_hint="--param")
+        out[key] = value
     return out
 
 
-def check_epsilon(value: float, param_hint: str | None = None) -> float:
-    """``value`` if it is a finite number > 0, else a usage error (exit 2)."""
-    if not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"epsilon must be a finite number > 0, got {value}", param_hint=param_hint)
-    return value
+def check_epsilon(value: float, param_hint: str | None = "-e/--epsilon") -> float:
+    """``value`` if it is a finite number > 0, else a usage error (exit 2): the one ε check of
+    every command."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"epsilon must be a finite number > 0, got {value:g}" if isinstance(value, (int, float)) else
+                                 f"epsilon must be a finite number > 0, got {value!r}", param_hint=param_hint)
+    return float(value)
 
 
-def positive_epsilon(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """Click callback of an ``-e/--epsilon`` option: a finite number > 0 (or absent)."""
-    return None if value is None else check_epsilon(value)
+def positive_epsilon(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback of an ``-e/--epsilon`` option: a finite number > 0 (or absent); a
+    ``multiple=True`` option gives a tuple, each checked."""
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(check_epsilon(v) for v in value)
+    return check_epsilon(value)
 
 
 def epsilon_list(text: str, param_hint: str | None = None) -> list[float]:
@@ -93,9 +103,9 @@ def epsilon_list(text: str, param_hint: str | None = None) -> list[float]:
         eps = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers, got {text!r}", param_hint=param_hint) from None
-    if not eps or not all(math.isfinite(e) and e > 0 for e in eps):
-        raise click.BadParameter(f"every epsilon must be a finite number > 0, got {text!r}", param_hint=param_hint)
-    return eps
+    if not eps:
+        raise click.BadParameter(f"expected comma-separated numbers, got {text!r}", param_hint=param_hint)
+    return [check_epsilon(e, param_hint) for e in eps]
 
 
 def epsilons_option(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
@@ -116,4 +126,94 @@ def cli_spelling(message: str) -> str:
     """A binarizer message with the command line's spelling of its parameters."""
     return message.replace("use n_bits <= ", "use --param n_bits=").replace(
         "method='random-projection' or 'autoencoder' (no such limit)", "--param method=random-projection (no such limit)"
+    )
+
+
+class InputPath(click.Path):
+    """A ``click.Path`` for a file the command reads: a missing, unreadable or (unless
+    ``dir_okay``) directory path is a data error, exit 1 with one line ``PATH: problem``, as
+    every other unreadable input is; ``-`` passes when ``allow_dash``."""
+
+    def __init__(self, *, dir_okay: bool = False, allow_dash: bool = False, path_type: Any = None) -> None:
+        super().__init__(exists=False, file_okay=True, dir_okay=True, allow_dash=allow_dash, path_type=path_type)
+        self.input_dir_okay = dir_okay
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        path = os.fsdecode(rv) if isinstance(rv, bytes) else str(rv)
+        if self.allow_dash and path == "-":
+            return rv
+        problem = None
+        if not os.path.exists(path):
+            problem = "file not found"
+        elif os.path.isdir(path) and not self.input_dir_okay:
+            problem = "is a directory; give a file"
+        elif not os.access(path, os.R_OK):
+            problem = "not readable (permission denied)"
+        if problem is not None:
+            raise click.ClickException(f"{path}: {problem}")  # exit 1: a data error, not a usage error
+        return rv
+
+
+def deprecated_alias(old: str, new: str, dest: str, **option: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: a hidden option ``old`` (e.g. ``--out``) that gives its value to the command's
+    parameter ``dest`` (the one of option ``new``) with a ``warning:`` line naming ``new``.
+    Both given with different values is a usage error. Flag aliases pass ``is_flag=True``."""
+    hidden = f"_deprecated_{dest}_{old.lstrip('-').replace('-', '_')}"
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            value = kwargs.pop(hidden, None)
+            if value is not None and value is not False:
+                click.echo(f"warning: {old} is deprecated; use {new}", err=True)
+                if kwargs.get(dest) not in (None, False, value):
+                    raise click.UsageError(f"{old} (deprecated) and {new} give different values; give {new} only")
+                kwargs[dest] = value
+            return f(*args, **kwargs)
+
+        option.setdefault("default", None)
+        return click.option(old, hidden, hidden=True, **option)(command)
+
+    return decorate
+
+
+def embedding_limit_option(min_words: int = 1, help: str = "Use only the first N words of the embedding (the most frequent ones).") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--embedding-limit N`` (the command receives ``embedding_limit``: an int >= ``min_words``
+    or None), with ``--limit`` as its hidden deprecated alias."""
+    kind = click.IntRange(min=min_words)
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = deprecated_alias("--limit", "--embedding-limit", "embedding_limit", type=kind, metavar="N")(f)
+        return click.option("--embedding-limit", "embedding_limit", type=kind, default=None, metavar="N", help=help)(f)
+
+    return decorate
+
+
+class Workers(click.ParamType):
+    """``auto`` or a whole number >= 1 (``--workers``)."""
+
+    name = "workers"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value).strip().lower()
+        if text == "auto":
+            return "auto"
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if n < 1:
+            self.fail(f"expected 'auto' or a whole number >= 1, got {value!r}", param, ctx)
+        return n
+
+
+def workers_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--workers N|auto`` (the command receives ``workers``: an int >= 1 or ``"auto"``)."""
+    return click.option(
+        "--workers", "workers", type=Workers(), default="auto", show_default=True, metavar="N|auto",
+        help="Processes for the text work (tokenize, look up, rebuild the texts); this process reads, samples and writes. "
+        "auto: one per CPU core but one for inputs of 32 MB or more on a machine with 4 cores or more, else 1 "
+        "(on fewer cores the workers compete with the main process); 1: everything in this process. "
+        "The output is the same for a seed whatever N.",
     )

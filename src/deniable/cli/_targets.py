@@ -2,18 +2,20 @@
 ``--report`` list of the input words most likely to come back unchanged.
 
 Used by ``deniable privatize`` (and any command that takes ε): decorate the command with
-:func:`target_options`, build the mechanism with :func:`build_targeted`, attach a
-:class:`SurvivalTracker` for ``--report``, and print :func:`summary_lines` at the end.
+:func:`target_options`, build the mechanism with :func:`build_targeted`, let a
+:class:`SurvivalTracker` observe the run for ``--report``, and print :func:`summary_lines` at the end.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 import numpy as np
+
+from ._options import check_epsilon
+from ._output import wrap
 
 __all__ = ["target_options", "check_targets", "build_targeted", "build_for_targets", "summary_lines", "SurvivalTracker"]
 
@@ -52,8 +54,8 @@ def check_targets(epsilon: float | None, max_nw: float | None) -> tuple[float | 
         raise click.UsageError("give either -e/--epsilon or --max-nw, not both (--max-nw chooses epsilon)")
     if epsilon is None and max_nw is None:
         raise click.UsageError("give -e/--epsilon EPS (privacy parameter > 0) or --max-nw P (largest allowed chance, 0 < P < 1, that a word comes back unchanged)")
-    if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
-        raise click.BadParameter(f"epsilon must be a finite number > 0, got {epsilon:g}", param_hint="-e/--epsilon")
+    if epsilon is not None:
+        epsilon = check_epsilon(epsilon, "-e/--epsilon")
     if max_nw is not None and not (0.0 < max_nw < 1.0):
         raise click.BadParameter(
             f"must be strictly between 0 and 1 (a probability; e.g. 0.5), got {max_nw:g}", param_hint="--max-nw"
@@ -63,67 +65,73 @@ def check_targets(epsilon: float | None, max_nw: float | None) -> tuple[float | 
 
 def build_targeted(
     build: Callable[..., Any], name: str, epsilon: float | None, max_nw: float | None, params: dict[str, Any],
-    embedding_path: str | None, limit: int | None, *, progress: bool | None = None,
+    embedding_path: str | None, limit: int | None, *, progress: bool | None = None, device: str | None = None,
 ) -> Any:
     """The mechanism at ``epsilon``, or at the ε chosen for ``max_nw``.
 
-    ``build(name, epsilon, params, embedding_path, limit, progress=..., vocabulary=...)`` is the
-    command's own builder (validation, vocabulary loading, pre-computation; ``vocabulary``: an
-    already loaded one to reuse). With a target see :func:`build_for_targets`."""
+    ``build(name, epsilon, params, embedding_path, limit, progress=...)`` is the command's own
+    builder (validation, vocabulary loading, pre-computation); ``device``: the torch device the
+    builder uses, if any. With a target see :func:`build_for_targets`."""
     epsilon, max_nw = check_targets(epsilon, max_nw)
     if max_nw is None:
         return build(name, epsilon, params, embedding_path, limit, progress=progress)
-    return build_for_targets(build, name, [max_nw], params, embedding_path, limit, progress=progress)[0]
+    return build_for_targets(build, name, [max_nw], params, embedding_path, limit, progress=progress, device=device)[0]
 
 
 def build_for_targets(
     build: Callable[..., Any], name: str, max_nws: Sequence[float], params: dict[str, Any],
-    embedding_path: str | None, limit: int | None, *, progress: bool | None = None,
+    embedding_path: str | None, limit: int | None, *, progress: bool | None = None, device: str | None = None,
 ) -> list[Any]:
     """One mechanism per worst-case N_w target in ``max_nws``, each at the ε the calibration chose
-    for it, with ``epsilon_choice`` set.
+    for it, with ``epsilon_choice`` set: :func:`deniable.calibration.targets.mechanism_for_target`.
 
-    Builds once at ε = 1 to validate and load the vocabulary (read from the file once for all
-    targets), resolves each ε from the shipped / cached / computed calibration (a bar while
-    computing; computed at most once, then cached), then builds each chosen mechanism on the same
-    vocabulary. A target no ε meets is a usage error naming the word that cannot meet it."""
-    from ..calibration.targets import choose_epsilon
-    from ..mechanisms.registry import get_mechanism
+    Builds once at ε = 1 with the command's ``build`` to validate the options and load the
+    vocabulary (read from the file once for all targets), then asks the library for each target
+    (the shipped / cached / computed calibration: a bar while computing; computed at most once,
+    then cached) on that vocabulary, on the torch ``device`` when given. A target no ε meets is a
+    usage error naming the word that cannot meet it."""
+    from ..calibration.targets import mechanism_for_target
 
     for tau in max_nws:
         check_targets(None, tau)
     probe = build(name, 1.0, params, embedding_path, limit, progress=progress)
-    vocab = probe.vocabulary
-
-    def factory(e: float) -> Any:
-        return get_mechanism(name, vocab, epsilon=e, **params)
-
+    backend: dict[str, Any] = {} if device is None else {"backend": "torch", "device": device}
     mechs = []
     for tau in max_nws:
         try:
-            choice, _ = choose_epsilon(factory, tau, progress=progress)
+            mech = mechanism_for_target(name, probe.vocabulary, max_n_w=tau, progress=progress, **backend, **params)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-        mechs.append(build(name, choice.epsilon, params, embedding_path, limit, progress=progress, vocabulary=vocab).with_epsilon_choice(choice))
+        mech.precompute(progress=progress)
+        mechs.append(mech)
     return mechs
 
 
 def summary_lines(mech: Any, stats: dict[str, int], oov: str) -> list[str]:
-    """The run summary (one line) and any warnings (output ≈ input, or ≈ noise), for stderr."""
+    """The run summary for stderr, each line at most :data:`~deniable.cli._output.WIDTH`
+    characters: words changed and unknown, how a ``--max-nw`` target chose ε (its source and
+    the full statement are in ``--report``), and any warning (output ≈ input, or ≈ noise)."""
     from ..text.privatize import summarize_privatization
 
     s = summarize_privatization(mech, stats, oov=oov)
-    lines = [s.line()]
+    lines = wrap(s.line())
     choice = getattr(mech, "epsilon_choice", None)
     if choice is not None:
-        lines.append(f"epsilon {choice}")
-    lines += [f"warning: {w}" for w in s.warnings()]
+        lines += wrap(
+            f"epsilon {choice.epsilon:.4g} chosen: every word ({choice.coverage}) comes back unchanged with probability "
+            f"N_w <= {choice.max_n_w:g}; worst word {choice.worst_word!r} {choice.worst_n_w:.3g}, median word {choice.median_n_w:.3g} "
+            "(how and from which calibration: --report)",
+            sep="; ",
+        )
+    for w in s.warnings():
+        lines += wrap(f"warning: {w}", sep="; ")
     return lines
 
 
 class SurvivalTracker:
-    """Counts the input words a mechanism privatizes (by wrapping this instance's ``sample_ids``)
-    so ``--report`` can list the input words most likely to come back unchanged.
+    """Counts the input words a mechanism privatizes (:meth:`observe`, an observer of
+    :class:`~deniable.text.privatize.ObservedSampler`; nothing is written on the mechanism) so
+    ``--report`` can list the input words most likely to come back unchanged.
 
     N_w per word comes from the shipped or cached calibration at the mechanism's ε when one
     matches; else from exact ``probabilities`` where the mechanism has them; else from
@@ -132,17 +140,12 @@ class SurvivalTracker:
     def __init__(self, mech: Any) -> None:
         self.mech = mech
         self.counts = np.zeros(int(mech.n_words), dtype=np.int64)
-        original = mech.sample_ids
 
-        def counting(ids: Any, rng: Any = None) -> np.ndarray:
-            arr = np.asarray(ids)
-            if arr.size and np.issubdtype(arr.dtype, np.integer):
-                flat = arr.ravel()
-                flat = flat[(flat >= 0) & (flat < self.counts.size)]
-                self.counts += np.bincount(flat, minlength=self.counts.size)
-            return original(ids, rng=rng)
-
-        mech.sample_ids = counting
+    def observe(self, ids: np.ndarray, out: np.ndarray) -> None:
+        if ids.size and np.issubdtype(ids.dtype, np.integer):
+            flat = ids.ravel()
+            flat = flat[(flat >= 0) & (flat < self.counts.size)]
+            self.counts += np.bincount(flat, minlength=self.counts.size)
 
     def survival(self, *, draws: int = 200, max_sampled: int = 300, rng: Any = 0) -> tuple[np.ndarray, np.ndarray, str]:
         """(ids, N_w, how) for the distinct input words (N_w NaN where not estimated)."""
@@ -163,6 +166,7 @@ class SurvivalTracker:
         order = np.lexsort((ids, -n_w))[:top]
         words = self.mech.vocabulary.words
         items = ", ".join(f"{words[int(ids[i])]} {n_w[i]:.2f}" for i in order)
-        return [
-            f"input words most likely to come back unchanged (N_w at epsilon={self.mech.epsilon:.4g}; {how}): {items}",
-        ]
+        return wrap(
+            f"input words most likely to come back unchanged, each with N_w, the probability that the output word is the "
+            f"input word (at epsilon {self.mech.epsilon:.4g}; {how}):"
+        ) + wrap(f"  {items}")

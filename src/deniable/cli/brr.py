@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..errors import DataError
-from ._options import check_epsilon, cli_spelling, parse_param
+from ._options import InputPath, cli_spelling, embedding_limit_option, parse_params, positive_epsilon
+from ._output import echo_wrapped
 
 __all__ = ["export", "privacy_ratio"]
 
@@ -30,12 +31,12 @@ def _reject_dash(ctx: click.Context, param: click.Parameter, value: Path | None)
 
 @export.command("brr")
 @click.option("-o", "--output", "output", required=True, callback=_reject_dash, type=click.Path(dir_okay=False, writable=True, allow_dash=False, path_type=Path), help="Bundle file to write (not '-': the bundle is binary).")
-@click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Embedding file to binarize (default: the bundled GloVe embedding).")
+@click.option("--embedding", "embedding_path", type=InputPath(path_type=Path), default=None, help="Embedding file to binarize (default: the bundled GloVe embedding).")
 @click.option("--bits", "n_bits", type=click.IntRange(1, 65535), default=256, show_default=True, help="Code length in bits.")
 @click.option("--method", type=click.Choice(["autoencoder", "itq", "random-projection"]), default=None, help="Binarizer (default: the best one on the default embedding).")
-@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+@embedding_limit_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the binarizer's initialization.")
-def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: str | None, limit: int | None, seed: int) -> None:
+def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: str | None, embedding_limit: int | None, seed: int) -> None:
     """Write a BRR bundle: versioned header, packed codes, UTF-8 vocabulary, UNK code, checksum.
 
     The file is everything `brr_runtime.py` (numpy only) needs to privatize text on a device.
@@ -47,6 +48,7 @@ def export_brr(output: Path, embedding_path: Path | None, n_bits: int, method: s
     from ..embeddings import load_embedding
     from ._io import atomic_output
 
+    limit = embedding_limit
     if embedding_path is None and limit is None and n_bits == 256 and method in (None, DEFAULT_METHOD) and seed == 0:
         ref = resources.files("deniable.binary") / "data" / DEFAULT_BINARY_FILE
         data = ref.read_bytes()
@@ -76,11 +78,11 @@ def _check_binarizable(n_words: int, dim: int, n_bits: int, method: str, *, limi
 
     if n_words < 2:
         if limit is not None:
-            raise click.BadParameter(f"binarizing needs at least 2 words, got --limit {limit}", param_hint="--limit")
+            raise click.BadParameter(f"binarizing needs at least 2 words, got --embedding-limit {limit}", param_hint="--embedding-limit")
         raise click.ClickException(f"{source}: has {n_words} word; binarizing needs at least 2")
     cap = BINARIZERS[method].max_bits(n_words, dim)
     if cap is not None and n_bits > cap:
-        more = " or raise --limit" if limit is not None and n_words < dim else ""
+        more = " or raise --embedding-limit" if limit is not None and n_words < dim else ""
         raise click.BadParameter(
             f"{'ITQ' if method == 'itq' else method} needs --bits <= min(words, dimension) = {cap} ({n_words} words x {dim} dims), got {n_bits}; "
             f"use --bits {cap}{more}, or --method random-projection / autoencoder",
@@ -106,15 +108,16 @@ _RATIO_PARAMS = {"lam": "mahalanobis", "metric": "tem", "n_bits": "brr", "method
 @click.command("privacy-ratio")
 @click.argument("mechanism_a", type=click.Choice(_mechanism_names()))
 @click.argument("mechanism_b", type=click.Choice(_mechanism_names()))
-@click.option("-e", "--epsilon", "epsilons", type=float, multiple=True, help="Epsilon(s) of mechanism A to translate (repeatable).")
+@click.option("-e", "--epsilon", "epsilons", type=float, multiple=True, callback=positive_epsilon, help="Epsilon(s) of mechanism A to translate (repeatable).")
 @click.option("--aggregate", type=click.Choice(["avg", "max", "both"]), default="avg", show_default=True, help="P_d^avg (the paper's choice), P_d^max, or both.")
-@click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Embedding file (default: bundled GloVe).")
-@click.option("--binary", "binary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="BRR bundle for 'brr' (default: the bundled codes).")
-@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=2), default=None, help="Only the first N words (faster).")
+@click.option("--embedding", "embedding_path", type=InputPath(path_type=Path), default=None, help="Embedding file (default: bundled GloVe).")
+@click.option("--binary", "binary_path", type=InputPath(path_type=Path), default=None, help="BRR bundle for 'brr' (default: the bundled codes).")
+@embedding_limit_option(min_words=2, help="Use only the first N words of the embedding (faster).")
 @click.option("--lam", type=float, default=None, help="Mahalanobis lambda (same as --param lam=...)  [default: 0.5]")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help=f"Parameter of the metric (repeatable): {', '.join(f'{k} ({m})' for k, m in _RATIO_PARAMS.items())}.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...], aggregate: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, lam: float | None, params: tuple[str, ...], as_json: bool) -> None:
+@click.option("--progress/--no-progress", "show_progress", default=None, help="Progress on stderr: a bar on a terminal, else a line every 30 s (default); --progress forces the bar.")
+def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...], aggregate: str, embedding_path: Path | None, binary_path: Path | None, embedding_limit: int | None, lam: float | None, params: tuple[str, ...], as_json: bool, show_progress: bool | None = None) -> None:
     """Privacy ratio R = P_A / P_B between two mechanisms' metrics, and the epsilon of B
     matching each given epsilon of A: eps_B = R * eps_A (BRR paper Definition 5.1).
 
@@ -131,9 +134,8 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
     """
     from ..calibration.privacy_ratio import mechanism_metric_stats
 
-    for e in epsilons:
-        check_epsilon(e, "--epsilon")
-    kw = dict(parse_param(p) for p in params)
+    limit = embedding_limit
+    kw = parse_params(params)
     names = tuple(dict.fromkeys((mechanism_a, mechanism_b)))
     unknown = sorted(k for k in kw if _RATIO_PARAMS.get(k) not in names)
     if unknown:
@@ -154,7 +156,7 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
     for name in names:
         own = {k: v for k, v in kw.items() if _RATIO_PARAMS[k] == name}
         try:
-            mechs[name] = _build(name, embedding_path, binary_path, limit, own)
+            mechs[name] = _build(name, embedding_path, binary_path, limit, own, progress=show_progress)
         except DataError:
             raise
         except (TypeError, ValueError) as exc:
@@ -165,7 +167,7 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
     stats = {}
     for name, m in mechs.items():
         try:
-            stats[name] = mechanism_metric_stats(m, progress=None)
+            stats[name] = mechanism_metric_stats(m, progress=show_progress)
         except ValueError as exc:  # a metric that is infinite between some words has no scale
             raise click.UsageError(f"{name}: {cli_spelling(str(exc))}") from None
     sa, sb = stats[mechanism_a], stats[mechanism_b]
@@ -195,14 +197,13 @@ def privacy_ratio(mechanism_a: str, mechanism_b: str, epsilons: tuple[float, ...
         click.echo(f"R_{agg} = P_{agg}(A) / P_{agg}(B) = {r:.6g}")
         for e in epsilons:
             click.echo(f"  epsilon_A = {e:g}  ->  epsilon_B = {r * e:.6g}  ({agg})")
-    click.echo(
+    echo_wrapped(
         "note: equal formal privacy is not equal observed change: at these epsilons the two mechanisms can keep very "
-        "different shares of words unchanged; compare N_w with --max-nw (docs/results/privacy_targets.md)",
-        err=True,
+        "different shares of words unchanged; compare N_w with --max-nw (docs/results/privacy_targets.md)"
     )
 
 
-def _build(name: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, params: dict):
+def _build(name: str, embedding_path: Path | None, binary_path: Path | None, limit: int | None, params: dict, *, progress: bool | None = None):
     from ..embeddings import load_embedding
     from ..mechanisms import get_mechanism
 
@@ -214,7 +215,7 @@ def _build(name: str, embedding_path: Path | None, binary_path: Path | None, lim
         if limit is not None:
             be = be.restrict(top_n=limit)
         return BRR(be, epsilon=1.0, index="exact")
-    emb = load_embedding(embedding_path, limit=limit, progress=None)
+    emb = load_embedding(embedding_path, limit=limit, progress=progress)
     if name == "brr":
         from ..binary import load_default_binary_embedding
         from ..mechanisms.brr import BRR

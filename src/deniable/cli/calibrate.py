@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..mechanisms import available_mechanisms
-from ._options import cli_spelling, epsilon_list, known_params, mechanism_name, parse_param
+from ._options import InputPath, cli_spelling, deprecated_alias, embedding_limit_option, epsilon_list, known_params, mechanism_name, parse_param, parse_params
 
 __all__ = ["calibrate", "parse_param"]
 
@@ -51,7 +51,7 @@ def _friendly(message: str, *, n_words_asked: int | None) -> str:
         why = "the selection kept no vocabulary word"
         if n_words_asked is not None:
             why += f" (asked for --words {n_words_asked}; the embedding may have fewer words after filtering)"
-        message = f"nothing to measure: {why}; use a larger --embedding / --limit, or name words with --word"
+        message = f"nothing to measure: {why}; use a larger --embedding / --embedding-limit, or name words with --word"
     return message
 
 
@@ -59,9 +59,9 @@ def _friendly(message: str, *, n_words_asked: int | None) -> str:
 @click.option("-m", "--mechanism", required=True, callback=lambda ctx, param, value: mechanism_name(value),
               help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @click.option("--epsilons", "-e", "epsilons_text", default="1,5,10,20", show_default=True, help="Comma-separated ε values.")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, e.g. lam=0.5 (repeatable).")
-@click.option("--embedding", type=click.Path(exists=True, dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe subset).")
-@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
+@click.option("--embedding", type=InputPath(), default=None, help="Embedding file (default: the bundled GloVe subset).")
+@embedding_limit_option()
 @click.option("--words", "n_words", type=click.IntRange(min=1), default=200, show_default=True, help="Words measured: a sample stratified by neighbourhood density.")
 @click.option("--word", "word_list", multiple=True, help="Measure these words instead of a sample (repeatable).")
 @click.option("--draws", type=click.IntRange(min=1), default=1000, show_default=True, help="Samples per word (when probabilities are not exact).")
@@ -70,16 +70,18 @@ def _friendly(message: str, *, n_words_asked: int | None) -> str:
 @click.option("--method", type=click.Choice(["auto", "exact", "sample"]), default="auto", show_default=True, help="Exact probabilities when available (auto), or force one.")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default: fresh, recorded in the JSON).")
 @click.option("--examples", "examples_text", default=None, help="Comma-separated words for the example-replacement table.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write a self-contained HTML report here.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write every number and the parameters as JSON here ('-' for stdout).")
-@click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--html-report", "report_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a self-contained HTML report to PATH.")
+@deprecated_alias("--report", "--html-report", "report_path", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None, metavar="PATH", help="Write every number and the parameters as JSON to PATH ('-' for stdout).")
+@deprecated_alias("--json", "-o/--output", "json_path", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--progress/--no-progress", "show_progress", default=None, help="Progress on stderr: a bar on a terminal, else a line every 30 s (default); --progress forces the bar.")
 @click.option("--max-nw", "max_nw", type=float, default=None, metavar="P", help="Instead of a sweep: the largest epsilon at which every word has N_w <= P (0 < P < 1), with the per-mechanism table; from the shipped or a cached calibration, else computed once and cached.")
 def calibrate(
     mechanism: str,
     epsilons_text: str,
     params: tuple[str, ...],
     embedding: str | None,
-    limit: int | None,
+    embedding_limit: int | None,
     n_words: int,
     word_list: tuple[str, ...],
     draws: int,
@@ -96,9 +98,10 @@ def calibrate(
     """Measure plausible-deniability statistics N_w and S_w of a mechanism at several ε.
 
     Prints a summary table (mean, 5/50/95th percentiles and worst case across words, Madlib
-    paper §3-4) and optionally writes an HTML report (--report) and a JSON record (--json) that
+    paper §3-4) and optionally writes an HTML report (--html-report) and a JSON record (-o) that
     re-runs to the same numbers from its recorded parameters and seed.
     """
+    limit = embedding_limit
     from ..calibration.report import run_calibration, write_html
     from ..embeddings import load_embedding
     from ..errors import DataError
@@ -107,21 +110,21 @@ def calibrate(
     if mechanism not in available_mechanisms():
         raise click.BadParameter(f"unknown mechanism {mechanism!r}; known: {', '.join(available_mechanisms())}", param_hint="-m")
     eps = epsilon_list(epsilons_text, "--epsilons")
-    kw = dict(parse_param(p) for p in params)
+    kw = parse_params(params)
     known = known_params(mechanism)
     unknown = sorted(set(kw) - set(known)) if known is not None else []
     if unknown:
         raise click.BadParameter(
             f"unknown {mechanism} parameter(s) {', '.join(unknown)}; known: {', '.join(known or []) or 'none'}", param_hint="--param"
         )
-    _check_output_path(json_path, "--json", dash=True)
-    _check_output_path(report_path, "--report", dash=False)
+    _check_output_path(json_path, "-o/--output", dash=True)
+    _check_output_path(report_path, "--html-report", dash=False)
     if max_nw is not None:
         _target(mechanism, max_nw, kw, embedding, limit, json_path, show_progress)
         return
     examples = [w.strip() for w in examples_text.split(",") if w.strip()] if examples_text else None
     words: Any = list(word_list) if word_list else n_words
-    emb = load_embedding(embedding, limit=limit, progress=None)
+    emb = load_embedding(embedding, limit=limit, progress=show_progress)
     total = len(eps) * (len(word_list) if word_list else min(n_words, len(emb)))
     from .._progress import progress_bar
 
@@ -166,16 +169,15 @@ def calibrate(
 def _target(mechanism: str, max_nw: float, kw: dict[str, Any], embedding: str | None, limit: int | None, json_path: str | None,
             show_progress: bool | None) -> None:
     """``calibrate --max-nw P``: the chosen ε, how it was chosen, and the 0.9 / 0.5 / 0.1 table."""
-    import math
-
     from ..calibration.targets import choose_epsilon
     from ..embeddings import load_embedding
     from ..mechanisms import get_mechanism
     from ._io import atomic_output
+    from ._output import wrap
+    from ._targets import check_targets
 
-    if not (0.0 < max_nw < 1.0) or math.isnan(max_nw):
-        raise click.BadParameter(f"must be strictly between 0 and 1 (a probability; e.g. 0.5), got {max_nw:g}", param_hint="--max-nw")
-    emb = load_embedding(embedding, limit=limit, progress=None)
+    check_targets(None, max_nw)
+    emb = load_embedding(embedding, limit=limit, progress=show_progress)
 
     def factory(e: float) -> Any:
         return get_mechanism(mechanism, emb, epsilon=e, **kw)
@@ -186,7 +188,8 @@ def _target(mechanism: str, max_nw: float, kw: dict[str, Any], embedding: str | 
         raise click.UsageError(str(exc)) from None
     to_err = json_path == "-"
     click.echo(f"{mechanism}: epsilon = {choice.epsilon:.6g}", err=to_err)
-    click.echo(f"epsilon {choice}", err=to_err)
+    for line in wrap(f"epsilon {choice}"):
+        click.echo(line, err=to_err)
     click.echo(f"{'max N_w':>8} {'epsilon':>9} {'median N_w':>11} {'worst N_w':>10} {'changed':>8}  worst word", err=to_err)
     rows = cal.table(sorted({0.9, 0.5, 0.1, max_nw}, reverse=True))
     for r in rows:

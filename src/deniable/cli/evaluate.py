@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import DataError
 from ..mechanisms.registry import available_mechanisms
 from ._io import atomic_output, progress
-from ._options import epsilons_option, mechanism_name, parse_params
+from ._options import InputPath, deprecated_alias, embedding_limit_option, epsilons_option, mechanism_name, parse_params
 from ._targets import build_for_targets, check_targets
 from .privatize import build_mechanism
 
@@ -181,7 +181,7 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 
 
 @click.command("evaluate")
-@click.argument("data", type=click.Path(dir_okay=False))
+@click.argument("data", type=InputPath())
 @click.option("-m", "--mechanism", required=True, callback=lambda ctx, param, value: mechanism_name(value),
               help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @click.option("-e", "--epsilon", "epsilons", default=None, callback=_optional_epsilons,
@@ -191,7 +191,8 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
                    "word comes back unchanged with probability N_w <= P (shipped, cached or computed calibration) — the way to "
                    "compare mechanisms at matched privacy.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (repeatable), e.g. --param lam=0.5.")
-@click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
+@click.option("--embedding", "embedding_path", type=InputPath(), default=None, help="Embedding file (default: the bundled GloVe).")
+@embedding_limit_option()
 @click.option("--text-column", default="text", show_default=True)
 @click.option("--label-column", default="label", show_default=True)
 @click.option("--split-column", default=None, help="Column with 'train'/'test' (default: a random split, --test-fraction).")
@@ -209,9 +210,10 @@ def _plot(path: Path, summary: list[dict[str, Any]], baseline: dict[str, Any] | 
 @click.option("--device", default=None, metavar="DEVICE",
               help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"): Madlib, Mahalanobis, '
                    "Vickrey, TEM, BRR — same distributions, exact search. Default: the numpy backend.")
-@click.option("-o", "--output", "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder (results.json, results.png, runs/); --out is an alias.")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Output folder (results.json, results.png, runs/); required.")
+@deprecated_alias("--out", "-o/--output", "out_dir", type=click.Path(file_okay=False))
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
-def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
+def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, embedding_limit, text_column, label_column, split_column, test_fraction, seeds, attacks, min_simulations,
              exact_inversion, similarity_n, device, out_dir, show_progress):
     """Evaluate a mechanism on a labelled data set: downstream accuracy, word inversion and
     membership inference (and, with --similarity, meaning kept), for each epsilon (or each
@@ -224,6 +226,8 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     """
     from ..evaluation.experiment import ATTACKS, evaluate_mechanism
 
+    if out_dir is None:
+        raise click.UsageError("Missing option '-o' / '--output' (the output folder)")
     wanted = [] if attacks.strip() == "none" else [a.strip() for a in attacks.split(",") if a.strip()]
     bad = sorted(set(wanted) - set(ATTACKS))
     if bad:
@@ -247,12 +251,12 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     build = build_mechanism if device is None else functools.partial(build_mechanism, device=device)
     if max_nws is not None:
         mechs = {}
-        for tau, m in zip(max_nws, build_for_targets(build, mechanism, max_nws, param_values, embedding_path, None, progress=show_progress)):
+        for tau, m in zip(max_nws, build_for_targets(build, mechanism, max_nws, param_values, embedding_path, embedding_limit, progress=show_progress, device=device)):
             mechs.setdefault(float(m.epsilon), m)
             targets.setdefault(float(m.epsilon), []).append(tau)
         epsilons = sorted(mechs)
     else:
-        mechs = {e: build(mechanism, e, param_values, embedding_path, None, progress=show_progress) for e in epsilons}
+        mechs = {e: build(mechanism, e, param_values, embedding_path, embedding_limit, progress=show_progress) for e in epsilons}
     runs_dir = out / "runs"  # created only once every mechanism (and target) is valid
     runs_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(None, 0)] + [(e, s) for e in epsilons for s in range(seeds)]
@@ -265,6 +269,9 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, text_co
     # what a saved run must have been computed with to be reused (similarity only when asked, so
     # runs saved without it stay valid for commands without it)
     run_keys = ("data", "mechanism", "params", "attacks", "n_train", "n_test")
+    if embedding_limit is not None:  # a smaller vocabulary is another mechanism: its runs are not reused without it
+        config["embedding_limit"] = embedding_limit
+        run_keys += ("embedding_limit",)
     if similarity_n:
         config["similarity"] = similarity_n
         run_keys += ("similarity",)

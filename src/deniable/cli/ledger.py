@@ -126,12 +126,12 @@ class LedgerRun:
                 if value is not None:
                     raise click.BadParameter(f"{name} applies to a ledger; add --ledger PATH", param_hint=name)
             return None
-        if spark:
-            raise click.BadParameter("--ledger is not available with --spark; record Spark releases with deniable.Ledger", param_hint="--ledger")
         if dataset is not None and not dataset.strip():
             raise click.BadParameter("needs a non-empty name", param_hint="--dataset")
         if dataset is not None and len(inputs) > 1:
             raise click.BadParameter("--dataset names one input; with several inputs each is identified by a hash of its bytes", param_hint="--dataset")
+        if dataset is None and spark:
+            raise click.BadParameter("--ledger with --spark needs --dataset NAME: a Spark input (a directory of part files) is not hashed", param_hint="--dataset")
         if dataset is None and "-" in inputs:
             raise click.BadParameter("stdin has no file to identify: name the dataset with --dataset NAME", param_hint="--dataset")
         if max_total is not None and output == "-":
@@ -142,7 +142,7 @@ class LedgerRun:
         if user_column is not None:
             if user_column == column:
                 raise click.BadParameter(f"--user-column {user_column!r} is the text column; the ledger never stores text", param_hint="--user-column")
-            for p in inputs:
+            for p in inputs if not spark else ():  # Spark: the job checks the column
                 if (fmt or ("txt" if p == "-" else detect_format(p))) == "txt":
                     raise click.BadParameter(f"{p} is plain text; --user-column needs jsonl or csv input", param_hint="--user-column")
         if Path(path).is_dir():
@@ -164,6 +164,33 @@ class LedgerRun:
             raise click.ClickException(f"{exc}; nothing was privatized or written") from None
         finally:
             self.book.close()  # reopened by the next call: no connection held while privatizing
+
+    def spark_options(self, mech: Any, output: str) -> dict[str, Any]:
+        """The ledger options of :func:`deniable.spark.privatize_column` for a ``--spark`` run,
+        after refusing (exit 1) a dataset already at its budget. The release is recorded by the
+        job before its output is written; :meth:`spark_refused` turns a refusal into one line."""
+        assert self.dataset is not None
+        self.book = Ledger(self.path, max_total=self.max_total, hash_key=_hash_key())
+        try:
+            if self.user_column is not None:
+                self.book.check_user_keys()
+            self.book.check(mech, dataset=self.dataset)
+        except BudgetExceeded as exc:
+            raise click.ClickException(f"{exc}; nothing was privatized or written") from None
+        return {"ledger": self.book, "dataset": self.dataset, "user_col": self.user_column}
+
+    def spark_recorded(self, output: str) -> None:
+        """Report the release the Spark job recorded (its row with this run's new output)."""
+        assert self.book is not None
+        where = str(Path(output).resolve())
+        rel = [r for r in self.book.releases(dataset=self.dataset) if r.output == where][-1]
+        self.book.close()
+        users = f", {rel.users} user key(s)" if self.user_column else ""
+        click.echo(
+            f"ledger: release {rel.release_id[:12]} recorded in {self.path} (dataset {rel.dataset[:28]}, epsilon {rel.epsilon:g}, "
+            f"{rel.records} records, {rel.words} words{users})",
+            err=True,
+        )
 
     def tally(self) -> RecordCounts:
         """A fresh per-input counter for ``_process``."""

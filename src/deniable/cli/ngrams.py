@@ -29,6 +29,7 @@ import numpy as np
 
 from .._progress import progress_bar
 from ..errors import DataError
+from ._options import InputPath, positive_epsilon
 
 # = deniable.ngrams.bounding.DEFAULT_MAX_NGRAMS_PER_USER (kept literal so the CLI starts without scipy; a test checks)
 DEFAULT_MAX_NGRAMS_PER_USER = 50
@@ -103,8 +104,8 @@ def ngrams() -> None:
 
 
 @ngrams.command()
-@click.argument("private", type=click.Path(exists=True, allow_dash=True))
-@click.option("--public", "public", multiple=True, required=True, type=click.Path(dir_okay=False, exists=True), help="Public text (one text per line), JSONL or CSV; repeatable. The vocabulary comes only from these.")
+@click.argument("private", type=InputPath(dir_okay=True, allow_dash=True))
+@click.option("--public", "public", multiple=True, required=True, type=InputPath(), help="Public text (one text per line), JSONL or CSV; repeatable. The vocabulary comes only from these.")
 @click.option("-n", "--order", "n", type=click.IntRange(min=1), default=3, show_default=True, help="n of the n-grams.")
 @click.option("--max-vocab", type=click.IntRange(min=1), default=None, help="Keep the most frequent public n-grams only.")
 @click.option("--min-public-count", type=click.IntRange(min=1), default=1, show_default=True)
@@ -193,10 +194,10 @@ def _count_spark(private: str, vocab, output: str, master: str | None, user_fiel
 
 
 @ngrams.command()
-@click.argument("counts", type=click.Path(dir_okay=False, exists=True))
+@click.argument("counts", type=InputPath())
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True), help="Release file: .tsv, .tsv.gz or .parquet; '-' writes TSV to stdout.")
 @click.option("-m", "--mechanism", type=click.Choice(MECHANISMS), default="bayesian", show_default=True)
-@click.option("-e", "--epsilon", type=float, callback=_positive, default=None, help="Total epsilon (required except for k-anonymity).")
+@click.option("-e", "--epsilon", type=float, callback=positive_epsilon, default=None, help="Total epsilon (required except for k-anonymity).")
 @click.option("-d", "--delta", type=float, callback=_open_unit, default=1e-6, show_default=True)
 @click.option("-S", "S", type=float, callback=_positive, default=None, help="Decay weight slope S (Equation 5). Default: tuned privately when neither -S nor --rho is given (formal release), else 1.")
 @click.option("--rho", type=float, callback=_unit, default=None, help="Private/public weighting rho. Default: tuned privately when neither -S nor --rho is given (formal release), else 0.5.")
@@ -317,9 +318,9 @@ def _release(users, vocab, mechanism: str, *, epsilon: float, delta: float, S: f
 
 
 @ngrams.command()
-@click.argument("release_file", metavar="RELEASE", type=click.Path(dir_okay=False, exists=True))
-@click.option("--counts", required=True, type=click.Path(dir_okay=False, exists=True), help="Private counts bundle: KL(private || release).")
-@click.option("--heldout", type=click.Path(dir_okay=False, exists=True), default=None, help="Held-out counts bundle: n-gram LM perplexity (§4.6).")
+@click.argument("release_file", metavar="RELEASE", type=InputPath())
+@click.option("--counts", required=True, type=InputPath(), help="Private counts bundle: KL(private || release).")
+@click.option("--heldout", type=InputPath(), default=None, help="Held-out counts bundle: n-gram LM perplexity (§4.6).")
 @click.option("--smoothing", type=float, callback=_unit, default=0.0, show_default=True, help="Mix the release with uniform at this weight first.")
 def evaluate(release_file: str, counts: str, heldout: str | None, smoothing: float) -> None:
     """KL divergence from the private distribution and held-out perplexity of a RELEASE (JSON on stdout).

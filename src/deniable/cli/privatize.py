@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +17,11 @@ from ..errors import DataError
 from ..mechanisms.registry import available_mechanisms
 from ..reports import RunRecorder, read_examples
 from ..text.io import FORMATS, RecordWriter, batch_records, detect_format, read_records
-from ..text.privatize import CASE_POLICIES, OOV_POLICIES, privatize_texts
+from ..text.privatize import CASE_POLICIES, OOV_POLICIES, ObservedSampler
 from ._io import atomic_output, input_size, progress
-from ._options import mechanism_name, parse_params
+from ._options import InputPath, embedding_limit_option, mechanism_name, parse_params, workers_option
+from ._output import echo_wrapped
+from ._report import report_lines
 from ._spark import check_master, check_pyspark
 from ._targets import SurvivalTracker, build_targeted, summary_lines, target_options
 from .ledger import KEY_VARIABLE, LedgerRun
@@ -38,7 +43,7 @@ def _load_vocabulary(path: str | None, limit: int | None, progress: bool | None 
                 from ..binary import BinaryEmbedding
 
                 if limit is not None:
-                    raise click.BadParameter("--limit does not apply to a BRR bundle", param_hint="--limit")
+                    raise click.BadParameter("--embedding-limit does not apply to a BRR bundle", param_hint="--embedding-limit")
                 return BinaryEmbedding.load(path)
     return load_embedding(path, limit=limit, progress=progress)
 
@@ -105,29 +110,45 @@ def _fit_corpus(mechanism, path: str | None):
     return mechanism
 
 
-def _privatize(mechanism, texts: list[str], **kwargs: Any) -> list[str]:
-    """``privatize_texts``; with the torch backend the text work runs in worker processes
-    (same output for the same seed; :mod:`deniable.backends.text`)."""
-    if mechanism.backend == "torch":
-        from ..backends.text import shared_privatizer
+@contextlib.contextmanager
+def _privatizer(mechanism, workers: int | str, chars: int | None) -> Iterator[Any]:
+    """``--workers``: :meth:`ParallelPrivatizer.privatize_batches
+    <deniable.backends.text.ParallelPrivatizer.privatize_batches>` with the text work in
+    ``workers`` processes ("auto": :func:`~deniable.backends.text.auto_workers` of the input's
+    ``chars``; 1: in this process), the workers stopped on exit. The output is the same for a
+    seed whatever the number of workers."""
+    from ..backends.text import ParallelPrivatizer, auto_workers
 
-        return shared_privatizer(mechanism).privatize_texts(texts, **kwargs)
-    return privatize_texts(mechanism, texts, **kwargs)
+    serial_chars = 0
+    if workers == "auto":
+        workers, serial_chars = auto_workers(chars)
+    pool = ParallelPrivatizer(mechanism, int(workers))
+    try:
+        yield functools.partial(pool.privatize_batches, serial_chars=serial_chars)
+    finally:
+        pool.close()
 
 
 def _process(
     mechanism, path: str, out, fmt: str, column: str, oov: str, case: str, gen: np.random.Generator, stats: dict[str, int], bar, report: list | None,
-    ledger_counts=None,
+    ledger_counts=None, pool=None,
 ) -> set[str]:
     """Privatize one input into ``out``, batch by batch (bounded memory: long records are
-    processed in pieces, see :mod:`deniable.text.io`); returns the names of the other fields,
-    copied unchanged."""
+    processed in pieces, see :mod:`deniable.text.io`), the text work in ``pool``'s worker
+    processes (what :func:`_privatizer` gives; None: in this process); returns the names of the
+    other fields, copied unchanged."""
+    if pool is None:
+        from ..backends.text import ParallelPrivatizer
+
+        pool = ParallelPrivatizer(mechanism, 1).privatize_batches
     reader = read_records(path, format=fmt, column=column, max_chars=_PIECE_CHARS)
     writer = RecordWriter(out, reader)
     shown = 0
-    for batch in batch_records(iter(reader)):
-        counts: list[int] | None = [] if report is not None or ledger_counts is not None else None
-        new = _privatize(mechanism, [r.text for r in batch], rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=counts)
+    batches = pool(
+        batch_records(iter(reader)), texts_of=lambda b: [r.text for r in b], rng=gen, oov=oov, case=case, stats=stats,
+        counts=report is not None or ledger_counts is not None,
+    )
+    for batch, new, counts in batches:
         for rec, text in zip(batch, new):
             writer.write(rec, text)
         if report is not None:
@@ -155,25 +176,27 @@ def _add_counts(report: list, batch, counts) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.argument("inputs", nargs=-1, required=True, type=InputPath(dir_okay=True, allow_dash=True))
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Output file ('-' = stdout); a folder when several inputs are given; with --spark, the output directory (written atomically, must not exist).")
 @click.option("-m", "--mechanism", required=True, callback=lambda ctx, param, value: mechanism_name(value),
               help=f"Mechanism name: {', '.join(available_mechanisms())}.")
 @target_options
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter, repeatable (e.g. --param lam=0.5).")
-@click.option("--fit", "fit_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Corpus to fit the mechanism to (a text file, one text per line): santext_plus takes its sensitive words, the least frequent fraction w, from it. Not with --max-nw.")
-@click.option("--embedding", "embedding_path", type=click.Path(exists=True, dir_okay=False), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz), or a BRR bundle for -m brr; default: the bundled GloVe 840B 300d.")
-@click.option("--limit", "--embedding-limit", "embedding_limit", type=click.IntRange(min=1), help="Use only the first N words of the embedding.")
+@click.option("--exclude-outputs", "exclude_outputs", default=None, metavar="FILE", help="Words the mechanism may never output: 'profanity' (the shipped English list) or a file with one word per line (# comments). Inputs are unchanged; the guarantee holds over the remaining outputs (docs/explanation/excluded_outputs.md). Numpy backend only.")
+@click.option("--fit", "fit_path", type=InputPath(), default=None, help="Corpus to fit the mechanism to (a text file, one text per line): santext_plus takes its sensitive words, the least frequent fraction w, from it. Not with --max-nw.")
+@click.option("--embedding", "embedding_path", type=InputPath(), help="Embedding file (GloVe/word2vec/fastText text or binary, .npz), or a BRR bundle for -m brr; default: the bundled GloVe 840B 300d.")
+@embedding_limit_option()
 @click.option("--seed", type=click.IntRange(min=0), help="Seed for reproducible experiments (default: fresh OS entropy).")
 @click.option("--secure", is_flag=True, help='Draw noise from ChaCha20 keyed by the OS (needs pip install "deniable[secure]"); not with --seed.')
 @click.option("--format", "fmt", type=click.Choice(FORMATS + ("parquet",)), help="Input format (default: from the file name, or for a --spark directory from its files; txt otherwise). parquet needs --spark.")
 @click.option("--column", default="text", show_default=True, help="Field (jsonl) or column (csv) holding the text.")
 @click.option("--oov", type=click.Choice(OOV_POLICIES), default="unk", show_default=True, help="Out-of-vocabulary words: privatize as UNK, drop, or keep verbatim (unsafe; warns).")
 @click.option("--case", "case", type=click.Choice(CASE_POLICIES), default="preserve", show_default=True, help="Output words take the input words' case pattern (released as is), or stay lower-case.")
-@click.option("--report", is_flag=True, help="Print the per-document privacy guarantee summary and the input words most likely to come back unchanged to stderr. Input-dependent (it names input words): keep it with the text's owner, never release it with the output.")
+@click.option("--report", is_flag=True, help="Print details on stderr after the summary: the mechanism, its guarantee, how epsilon was chosen, per-document bounds and the input words most likely to come back unchanged, each figure explained. Input-dependent (it names input words): keep it with the text's owner, never release it with the output.")
 @click.option("--privacy-report", "privacy_report", default=None, type=click.Path(dir_okay=False), metavar="PATH", help="Write a sign-off report of this run to PATH (HTML; JSON when PATH ends in .json): epsilon and guarantee, per-document bounds, the input words most likely to survive, an attack's recovery rate, warnings, plots. Input-dependent (it names input words): keep it with the text's owner, never release it with the output. Not with --spark.")
 @click.option("--report-examples", "report_examples", default=0, type=click.IntRange(min=0), metavar="N", help="With --privacy-report: include the first N before/after records (they contain data; default none).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+@workers_option()
 @click.option("--device", default=None, metavar="DEVICE", help='Sample with the torch backend on DEVICE (cuda, cuda:N, cpu; pip install "deniable[torch]"), tokenizing in worker processes. Default: the numpy backend.')
 @click.option("--spark", "use_spark", is_flag=True, help='Run on Spark (pip install "deniable[spark]"; master local[*] unless --master): INPUT is one Parquet/CSV/JSONL/txt file or directory of part files, -o the output directory.')
 @click.option("--master", default=None, metavar="URL", help="Spark master URL (local[4], spark://host:7077, yarn, ...); implies --spark.")
@@ -185,7 +208,9 @@ def _add_counts(report: list, batch, counts) -> None:
 @click.option("--dataset", default=None, metavar="NAME", help="With --ledger: the dataset's name in the ledger (default: a hash of the input file's bytes; required for stdin).")
 @click.option("--max-total", "max_total", default=None, type=click.FloatRange(min=0, min_open=True), metavar="X", help="With --ledger: refuse (exit 1, no output written) a release that would take its dataset's or a user key's sum of epsilon past X. Needs -o FILE.")
 @click.option("--user-column", "user_column", default=None, metavar="COL", help="With --ledger: the jsonl field or csv column holding each record's user key; the ledger keeps totals per user key.")
-def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, release_id, content_keys, output_format, fit_path=None, ledger_path=None, dataset=None, max_total=None, user_column=None, privacy_report=None, report_examples=0):
+@click.option("--max-words-per-user", "max_words_per_user", default=None, type=click.IntRange(min=1), metavar="N", help="With --spark, --ledger and --user-column: privatize at most N words per user key in this release (the first N, rows ordered by --key, else by position); the rest are replaced by [UNK] (or dropped: --over-cap drop). The ledger records the words privatized.")
+@click.option("--over-cap", "over_cap", default=None, type=click.Choice(("unk", "drop")), help="With --max-words-per-user: words over the cap become [UNK] (default) or are dropped.")
+def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedding_limit, seed, secure, fmt, column, oov, case, report, show_progress, max_nw, device, use_spark, master, key, release_id, content_keys, output_format, fit_path=None, ledger_path=None, dataset=None, max_total=None, user_column=None, privacy_report=None, report_examples=0, exclude_outputs=None, max_words_per_user=None, over_cap=None, workers="auto"):
     """Privatize INPUT files (or - for stdin) word by word.
 
     Each word is replaced by a word sampled by the mechanism; whitespace and punctuation pass
@@ -211,6 +236,12 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     from ..errors import PrivacyWarning
 
     param_values = parse_params(params)
+    if exclude_outputs is not None:
+        if param_values.get("exclude_outputs", exclude_outputs) != exclude_outputs:
+            raise click.BadParameter("given both as --exclude-outputs and --param exclude_outputs=...; give it once", param_hint="--exclude-outputs")
+        if device is not None:
+            raise click.BadParameter("excluded outputs are supported by the numpy backend; drop --device", param_hint="--exclude-outputs")
+        param_values["exclude_outputs"] = exclude_outputs
     book = LedgerRun.from_options(ledger_path, dataset, max_total, user_column, inputs=inputs, output=output, column=column, fmt=fmt, spark=use_spark or master is not None)
     if fit_path is not None and max_nw is not None:
         raise click.BadParameter("--max-nw chooses epsilon for the unfitted mechanism; with --fit give -e", param_hint="--fit")
@@ -220,11 +251,11 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         raise click.BadParameter("--privacy-report is not available with --spark; run it on a sample without --spark", param_hint="--privacy-report")
     if use_spark or master is not None:
         _check_spark_usage(inputs, output, master, secure, report, device, fmt)
-        _check_spark_keys(seed, key, release_id, content_keys)
+        _check_spark_keys(seed, key, release_id, content_keys, book, max_words_per_user, over_cap)
         mech = _fit_corpus(build_targeted(build_mechanism, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress), fit_path)
-        _privatize_spark(mech, inputs[0], output, master, fmt, output_format, column, key, seed, oov, case, release_id, content_keys)
+        _privatize_spark(mech, inputs[0], output, master, fmt, output_format, column, key, seed, oov, case, release_id, content_keys, book=book, max_words_per_user=max_words_per_user, over_cap=over_cap)
         return
-    for name, value in (("--key", key), ("--release-id", release_id), ("--content-keys", content_keys or None), ("--output-format", output_format)):
+    for name, value in (("--key", key), ("--release-id", release_id), ("--content-keys", content_keys or None), ("--output-format", output_format), ("--max-words-per-user", max_words_per_user), ("--over-cap", over_cap)):
         if value is not None:
             raise click.BadParameter(f"{name} applies to Spark runs only; add --spark", param_hint=name)
     if fmt == "parquet":
@@ -247,9 +278,11 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
 
     build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
-    mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress), fit_path)
+    mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress, device=device), fit_path)
     tracker = SurvivalTracker(mech) if report else None
     recorder = RunRecorder(mech, rng=seed or 0) if privacy_report is not None else None
+    observers = [o.observe for o in (tracker, recorder) if o is not None]
+    sampler = ObservedSampler(mech, *observers) if observers else mech  # counts what is privatized; mech itself unchanged
     if secure and seed is not None:
         raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
     gen = as_generator("secure" if secure else seed)
@@ -259,33 +292,31 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     docs: list | None = [] if report or privacy_report is not None else None
     total = sum(s for s in (input_size(p) for p in inputs) if s) or None
     disable = None if show_progress is None else not show_progress
-    with progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings():
+    with progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings(), _privatizer(sampler, workers, total) as pool:
         warnings.simplefilter("ignore", PrivacyWarning)  # reported once below, as one line
         for path, target in zip(inputs, targets):
             kind = fmt or ("txt" if path == "-" else detect_format(path))
             counts = book.tally() if book is not None else None
             with atomic_output(target) as out:
-                others = _process(mech, path, out, kind, column, oov, case, gen, stats, bar, docs, counts)
+                others = _process(sampler, path, out, kind, column, oov, case, gen, stats, bar, docs, counts, pool)
                 if book is not None:  # check and append before the output is committed: a refusal leaves none
                     book.commit(mech, path, counts, target)
             if others:
-                click.echo(f"note: {path}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}", err=True)
+                echo_wrapped(f"note: {path}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}")
     if oov == "keep" and stats.get("unknown"):
-        click.echo(f"warning: --oov keep copied {stats['unknown']} out-of-vocabulary word(s) verbatim, without privacy", err=True)
+        echo_wrapped(f"warning: --oov keep copied {stats['unknown']} out-of-vocabulary word(s) verbatim, without privacy")
     for line in summary_lines(mech, stats, oov):
         click.echo(line, err=True)
     if book is not None:
         book.report()  # the releases recorded in the ledger, one line each
     if report and docs is not None:
-        _print_report(mech, docs, stats, oov)
-    if tracker is not None:
-        for line in tracker.lines():
+        for line in report_lines(mech, docs, stats, oov) + (tracker.lines() if tracker is not None else []):
             click.echo(line, err=True)
     if recorder is not None:  # --privacy-report: after the run, from what the recorder saw
         examples, note = read_examples(inputs, targets, report_examples, fmt=fmt, column=column) if report_examples else ([], None)
         recorder.report(stats=stats, lengths=[n for _, n in docs or []], lines=[ln for ln, _ in docs or []], oov=oov, examples=examples,
                         examples_note=note, seed=seed, inputs=list(inputs)).write(privacy_report)
-        click.echo(f"privacy report: {privacy_report} (input-dependent: keep it with the text's owner)", err=True)
+        echo_wrapped(f"privacy report: {privacy_report} (input-dependent: keep it with the text's owner)")
 
 
 def _check_spark_usage(inputs: tuple[str, ...], output: str, master: str | None, secure: bool, report: bool, device: str | None, fmt: str | None) -> None:
@@ -306,9 +337,14 @@ def _check_spark_usage(inputs: tuple[str, ...], output: str, master: str | None,
     check_pyspark()
 
 
-def _check_spark_keys(seed: int | None, key: str | None, release_id: str | None, content_keys: bool) -> None:
+def _check_spark_keys(seed: int | None, key: str | None, release_id: str | None, content_keys: bool, book: Any = None, max_words_per_user: int | None = None, over_cap: str | None = None) -> None:
     """Usage errors of the row keys of a Spark run (exit 2): the rule of
-    :func:`deniable.integrations.keyed.resolve_randomness`."""
+    :func:`deniable.integrations.keyed.resolve_randomness`; and of the per-user cap (it needs the
+    user keys of --ledger's --user-column)."""
+    if over_cap is not None and max_words_per_user is None:
+        raise click.BadParameter("applies with --max-words-per-user N", param_hint="--over-cap")
+    if max_words_per_user is not None and (book is None or book.user_column is None):
+        raise click.BadParameter("caps the words of each user key: add --ledger PATH --dataset NAME --user-column COL", param_hint="--max-words-per-user")
     if content_keys and key is not None:
         raise click.BadParameter("--content-keys keys each row by its text; it cannot be combined with --key COLUMN", param_hint="--content-keys")
     if seed is not None and key is None and not content_keys:
@@ -321,23 +357,37 @@ def _check_spark_keys(seed: int | None, key: str | None, release_id: str | None,
         raise click.BadParameter("needs a non-empty name", param_hint="--release-id")
 
 
-def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: str | None, output_format: str | None, column: str, key: str | None, seed: int | None, oov: str, case: str, release_id: str | None = None, content_keys: bool = False) -> None:
+def _privatize_spark(
+    mech, source: str, output: str, master: str | None, fmt: str | None, output_format: str | None, column: str, key: str | None, seed: int | None, oov: str, case: str,
+    release_id: str | None = None, content_keys: bool = False, *, book: Any = None, max_words_per_user: int | None = None, over_cap: str | None = None,
+) -> None:
     """``deniable privatize --spark``: :func:`deniable.spark.files.privatize_files` on the
-    mechanism built (and its ε resolved from ``--max-nw``) on the driver."""
+    mechanism built (and its ε resolved from ``--max-nw``) on the driver; with ``--ledger`` the
+    job records the release (per-user totals computed on the cluster) before writing, and a
+    release over ``--max-total`` leaves no output (exit 1)."""
     import warnings
 
     from ..errors import PrivacyWarning
+    from ..ledger import BudgetExceeded
     from ..spark.files import detect_table_format, privatize_files
     from ._spark import SparkRun
 
     kind = detect_table_format(source, fmt)
+    bounds: dict[str, Any] = {} if max_words_per_user is None else {"max_words_per_user": max_words_per_user, "over_cap": over_cap or "unk"}
+    if book is not None:
+        bounds.update(book.spark_options(mech, output))  # a dataset already at its budget: refused before the job
     with SparkRun(master) as run, warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)  # --content-keys: reported below, as one line
-        done = run.job(
-            privatize_files, source, output, mech, column=column, fmt=kind, output_format=output_format, spark=run.session,
-            key=key, seed=seed, release_id=release_id, content_keys=content_keys, oov=oov, case=case,
-        )
+        try:
+            done = run.job(
+                privatize_files, source, output, mech, column=column, fmt=kind, output_format=output_format, spark=run.session,
+                key=key, seed=seed, release_id=release_id, content_keys=content_keys, oov=oov, case=case, **bounds,
+            )
+        except BudgetExceeded as exc:
+            raise click.ClickException(f"{exc}; the output was not written ({output})") from None
         where = run.session.sparkContext.master
+    if book is not None:
+        book.spark_recorded(output)
     others = [c for c in done["columns"] if c != column]
     if others:
         click.echo(f"note: {source}: only {column!r} was privatized; other fields copied unchanged: {', '.join(sorted(others))}", err=True)
@@ -356,30 +406,3 @@ def _privatize_spark(mech, source: str, output: str, master: str | None, fmt: st
     click.echo(f"{mech.name} {eps}: column {column!r} privatized on Spark ({where}), {keyed} -> {output} ({done['format']})", err=True)
     if choice is not None:
         click.echo(f"epsilon {choice}", err=True)
-
-
-def _print_report(mech, docs: list[tuple[int, int]], stats: dict[str, int], oov: str) -> None:
-    """Per-document guarantees: ε·ℓ·P_d^max against any other document of the same length and
-    layout (docs/calibration.md). ℓ counts the words the mechanism privatized (UNK included;
-    dropped or kept unknown words are not privatized and carry no guarantee)."""
-    from ..reports import document_bounds
-
-    click.echo(f"mechanism: {mech!r}", err=True)
-    click.echo(f"guarantee: {mech.guarantee}", err=True)
-    click.echo(
-        f"records: {stats.get('records', 0)}, words: {stats.get('words', 0)}, out-of-vocabulary: {stats.get('unknown', 0)} (oov={oov})",
-        err=True,
-    )
-    if not docs:
-        return
-    b = document_bounds(mech, [n for _, n in docs], oov=oov)
-    lengths, worst, typical = b["lengths"], b["worst"], b["typical"]
-    k = int(np.argmax(lengths))
-    click.echo(f"metric over the vocabulary: P_d^max = {b['p_max']:.4g}, P_d^avg = {b['p_avg']:.4g} (d = {b['metric']})", err=True)
-    click.echo(
-        f"per document (epsilon*l*P_d^max, against any other document of the same length and layout): median {np.median(worst):.4g}, "
-        f"max {worst.max():.4g} (line {docs[k][0]}, {lengths[k]} words); typical epsilon*l*P_d^avg: median {np.median(typical):.4g}",
-        err=True,
-    )
-    if oov == "keep" and stats.get("unknown"):
-        click.echo(f"warning: {stats['unknown']} unknown word(s) were copied verbatim and are not covered by any guarantee", err=True)

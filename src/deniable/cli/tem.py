@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..errors import DataError
-from ._options import parse_params, positive_epsilon
+from ._options import InputPath, embedding_limit_option, parse_params, positive_epsilon
 
 _TEM_PARAMS = ("beta", "gamma", "k", "neighbors", "metric", "memory_bytes", "storage")
 
@@ -33,8 +33,8 @@ def precompute() -> None:
     default=None,
     help="Metric of the guarantee [default: euclidean].",
 )
-@click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
-@click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+@click.option("--embedding", "embedding_path", type=InputPath(), default=None, help="Embedding file (default: the bundled GloVe).")
+@embedding_limit_option()
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),
@@ -48,7 +48,7 @@ def tem(
     params: tuple[str, ...],
     metric: str | None,
     embedding_path: str | None,
-    limit: int | None,
+    embedding_limit: int | None,
     cache_dir: str | None,
     rebuild: bool,
     show_progress: bool | None,
@@ -72,7 +72,7 @@ def tem(
         if "metric" in kw and kw["metric"] != metric:
             raise click.UsageError(f"--metric {metric} conflicts with --param metric={kw['metric']}")
         kw["metric"] = metric
-    embedding = load_embedding(embedding_path, limit=limit, progress=show_progress)
+    embedding = load_embedding(embedding_path, limit=embedding_limit, progress=show_progress)
     try:
         mech = TEM(embedding, epsilon=epsilon, cache_dir=cache_dir, **kw)
     except DataError:
@@ -112,19 +112,19 @@ def _table_command(name: str) -> None:
     @click.option("-e", "--epsilon", type=float, default=1.0, show_default=True, callback=positive_epsilon,
                   help="Any epsilon > 0 (the tables do not depend on it).")
     @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help=f"{name} constructor parameter (repeatable).")
-    @click.option("--embedding", "embedding_path", type=click.Path(dir_okay=False), default=None, help="Embedding file (default: the bundled GloVe).")
-    @click.option("--limit", "--embedding-limit", "limit", type=click.IntRange(min=1), default=None, help="Use only the first N words of the embedding.")
+    @click.option("--embedding", "embedding_path", type=InputPath(), default=None, help="Embedding file (default: the bundled GloVe).")
+    @embedding_limit_option()
     @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
                   help="Cache folder [default: $DENIABLE_CACHE_DIR or ~/.cache/deniable].")
     @click.option("--rebuild", is_flag=True, help="Recompute even if the cache file exists.")
     @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
-    def command(epsilon: float, params: tuple[str, ...], embedding_path: str | None, limit: int | None, cache_dir: str | None,
+    def command(epsilon: float, params: tuple[str, ...], embedding_path: str | None, embedding_limit: int | None, cache_dir: str | None,
                 rebuild: bool, show_progress: bool | None) -> None:
         from ..embeddings import load_embedding
         from ..mechanisms import get_mechanism
 
         kw: dict[str, Any] = parse_params(params)
-        embedding = load_embedding(embedding_path, limit=limit, progress=show_progress)
+        embedding = load_embedding(embedding_path, limit=embedding_limit, progress=show_progress)
         try:
             mech = get_mechanism(name, embedding, epsilon=epsilon, cache_dir=cache_dir, **kw)
         except DataError:

@@ -52,6 +52,17 @@ class Vocabulary:
         get = self._index.get
         return np.fromiter((get(w, UNK_ID) for w in words), dtype=np.int64)
 
+    def _digest(self, header: str, *arrays: np.ndarray) -> str:
+        """16 hex chars of SHA-256 over ``header``, the words (newline-separated, then a NUL) and
+        the bytes of ``arrays`` (C-contiguous, in their own dtype): the fingerprint recipe."""
+        h = hashlib.sha256()
+        h.update(header.encode())
+        h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+        for a in arrays:
+            h.update(a.data)  # the buffer itself: no copy of the matrix
+        return h.hexdigest()[:16]
+
     @cached_property
     def uncased(self) -> bool:
         """True when every word equals its lower-case form (lookups then lower-case the input)."""
@@ -169,12 +180,7 @@ class Embedding(Vocabulary):
     @cached_property
     def fingerprint(self) -> str:
         """Stable hash of words and vectors (hex, 16 chars), for cache keys and reports."""
-        h = hashlib.sha256()
-        h.update(f"{len(self)}x{self.dim}\n".encode())
-        h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
-        h.update(np.ascontiguousarray(self._vectors, dtype="<f4").data)  # the buffer itself: no copy of the matrix
-        return h.hexdigest()[:16]
+        return self._digest(f"{len(self)}x{self.dim}\n", np.ascontiguousarray(self._vectors, dtype="<f4"))
 
     # -- derived embeddings ----------------------------------------------------------------
     def restrict(self, words: Iterable[str] | None = None, *, top_n: int | None = None) -> Embedding:

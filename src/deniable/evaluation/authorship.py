@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from .._rng import RNGLike, as_generator
 from .._validation import check_int
+from ._record import ResultRecord
 from .inversion import wilson_interval
 from .utility import BagOfWords, _check_labels, _check_texts, privatize_dataset
 
@@ -102,7 +103,7 @@ class AuthorProfiles:
 
 
 @dataclass(frozen=True)
-class AuthorshipResult:
+class AuthorshipResult(ResultRecord):
     """Outcome of :func:`authorship_attack`.
 
     Attributes
@@ -126,9 +127,6 @@ class AuthorshipResult:
     mechanism: str
     epsilon: float | None
     confidence: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def split_by_author(authors: Any, *, test_per_author: int = 1, min_texts: int = 2, rng: RNGLike = None) -> tuple[np.ndarray, np.ndarray]:

@@ -356,6 +356,53 @@ def inversion_attack(
     report the related plausible-deniability statistics N_w and S_w; this attack measures what
     an adversary actually recovers.
     """
+    k, rare_max_count, block_size = _check_attack(method, k, rare_max_count, block_size, smoothing, confidence)
+    V = mechanism.n_words
+    ids = _attacked_ids(mechanism, texts_or_ids)
+    gen_out, gen_sim = as_generator(rng).spawn(2)
+    if outputs is not None:
+        y_all = mechanism._as_ids(np.asarray(outputs).ravel())
+        if y_all.shape != ids.shape:
+            raise ValueError(f"outputs has {y_all.size} ids but there are {ids.size} tokens")
+    keep = ids != UNK_ID
+    x = ids[keep]
+    if x.size == 0:
+        raise ValueError("no in-vocabulary tokens to attack")
+    y = y_all[keep] if outputs is not None else mechanism.sample_ids(x, rng=gen_out)
+    p, alpha = _prior_weights(mechanism, prior, x, V, smoothing)
+    with np.errstate(divide="ignore"):
+        log_p = np.log(p)
+    counts = np.bincount(x, minlength=V)
+    rare_word = (counts > 0) & (counts <= rare_max_count)
+    top_prior = np.argsort(-p, kind="stable")[:k]
+
+    out_words, which = np.unique(y, return_inverse=True)
+    if method == "auto":
+        method = "exact" if has_exact_probabilities(mechanism) else "sample"
+    expected: tuple[Any, ...] = (None, None, None, None)
+    n_sim = None
+    if method == "exact":
+        if not has_exact_probabilities(mechanism):
+            raise ValueError(f"{type(mechanism).__name__} has no closed-form probabilities for this vocabulary; use method='sample'")
+        table, expected = _exact_guesses(mechanism, log_p, counts / counts.sum(), rare_word, k, block_size)
+        G = _fill_guesses(table[out_words], out_words, top_prior, k)
+    else:
+        xs, ys = _simulations(mechanism, simulations, n_simulations, p, x.size, gen_sim)
+        n_sim = int(xs.size)
+        G = _fill_guesses(_looked_up_guesses(xs, ys, p, k, out_words), out_words, top_prior, k)
+    # G: the guesses for each distinct output word (they depend on the output word only)
+    G = G[which.ravel()]
+    eps = getattr(mechanism, "epsilon", None)
+    return InversionResult(
+        **_rates(x, y, G, rare_word[x], top_prior, V, confidence),
+        n_oov=int((~keep).sum()), k=k, rare_max_count=rare_max_count, method=method, n_simulations=n_sim, confidence=confidence,
+        mechanism=repr(mechanism), epsilon=None if eps is None else float(eps), smoothing=alpha,
+        expected_top1=expected[0], expected_topk=expected[1], expected_rare_top1=expected[2], expected_rare_topk=expected[3],
+    )
+
+
+def _check_attack(method: str, k: Any, rare_max_count: Any, block_size: Any, smoothing: Any, confidence: float) -> tuple[int, int, int]:
+    """Validate the settings of :func:`inversion_attack`; returns (k, rare_max_count, block_size)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     k = check_int("k", k, minimum=1)
@@ -365,101 +412,64 @@ def inversion_attack(
         raise ValueError(f"smoothing must be 'auto' or a finite number >= 0, got {smoothing!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    V = mechanism.n_words
+    return k, rare_max_count, block_size
+
+
+def _attacked_ids(mechanism: Any, texts_or_ids: Any) -> np.ndarray:
+    """Word ids of the attacked tokens (−1 = out of vocabulary), from texts or an id array."""
     if isinstance(texts_or_ids, np.ndarray) and np.issubdtype(texts_or_ids.dtype, np.integer):
-        ids = mechanism._as_ids(texts_or_ids.ravel())
-    elif isinstance(texts_or_ids, str) or (isinstance(texts_or_ids, Sequence) and all(isinstance(t, str) for t in texts_or_ids)):
-        ids = token_ids(mechanism, texts_or_ids)
-    else:
-        raise TypeError(f"texts_or_ids must be a list of texts or an integer array of word ids, got {type(texts_or_ids).__name__}")
-    gen_out, gen_sim = as_generator(rng).spawn(2)
-    if outputs is not None:
-        y_all = mechanism._as_ids(np.asarray(outputs).ravel())
-        if y_all.shape != ids.shape:
-            raise ValueError(f"outputs has {y_all.size} ids but there are {ids.size} tokens")
-    keep = ids != UNK_ID
-    x = ids[keep]
-    n_oov = int((~keep).sum())
-    if x.size == 0:
-        raise ValueError("no in-vocabulary tokens to attack")
-    y = y_all[keep] if outputs is not None else mechanism.sample_ids(x, rng=gen_out)
-    p, alpha = _prior_weights(mechanism, prior, x, V, smoothing)
-    with np.errstate(divide="ignore"):
-        log_p = np.log(p)
-    counts = np.bincount(x, minlength=V)
-    q = counts / counts.sum()
-    rare_word = (counts > 0) & (counts <= rare_max_count)
-    top_prior = np.argsort(-p, kind="stable")[:k]
+        return mechanism._as_ids(texts_or_ids.ravel())
+    if isinstance(texts_or_ids, str) or (isinstance(texts_or_ids, Sequence) and all(isinstance(t, str) for t in texts_or_ids)):
+        return token_ids(mechanism, texts_or_ids)
+    raise TypeError(f"texts_or_ids must be a list of texts or an integer array of word ids, got {type(texts_or_ids).__name__}")
 
-    out_words, which = np.unique(y, return_inverse=True)
-    which = which.ravel()
-    if method == "auto":
-        method = "exact" if has_exact_probabilities(mechanism) else "sample"
-    expected = (None, None, None, None)
-    n_sim = None
-    if method == "exact":
-        if not has_exact_probabilities(mechanism):
-            raise ValueError(f"{type(mechanism).__name__} has no closed-form probabilities for this vocabulary; use method='sample'")
-        table, expected = _exact_guesses(mechanism, log_p, q, rare_word, k, block_size)
-        G = _fill_guesses(table[out_words], out_words, top_prior, k)
-    else:
-        if simulations is not None:
-            xs = mechanism._as_ids(np.asarray(simulations[0]).ravel())
-            ys = mechanism._as_ids(np.asarray(simulations[1]).ravel())
-            if xs.shape != ys.shape:
-                raise ValueError(f"simulations: {xs.size} inputs but {ys.size} outputs")
-            ok = xs != UNK_ID
-            xs, ys = xs[ok], ys[ok]
-        else:
-            n = n_simulations if n_simulations is not None else max(100_000, 10 * x.size)
-            n = check_int("n_simulations", n, minimum=1)
-            xs = gen_sim.choice(V, size=n, p=p)
-            ys = mechanism.sample_ids(xs, rng=gen_sim)
-        n_sim = int(xs.size)
-        uy, table = _sampled_guesses(xs, ys, p, k)
-        pos = np.minimum(np.searchsorted(uy, out_words), max(uy.size - 1, 0))
-        G = np.full((out_words.size, k), -1, dtype=np.int64)
-        if uy.size:
-            found = uy[pos] == out_words
-            G[found] = table[pos[found]]
-        G = _fill_guesses(G, out_words, top_prior, k)
 
-    # G: the guesses for each distinct output word (they depend on the output word only)
-    hit1 = G[which, 0] == x
-    hitk = (x[:, None] == G[which]).any(axis=1)
-    r = rare_word[x]
+def _simulations(mechanism: Any, given: Any, n_simulations: int | None, p: np.ndarray, n_tokens: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(input, output) id pairs of the mechanism for the simulated adversary: the ``given`` ones
+    (out-of-vocabulary inputs dropped), else fresh draws with inputs from the prior ``p``."""
+    if given is not None:
+        xs = mechanism._as_ids(np.asarray(given[0]).ravel())
+        ys = mechanism._as_ids(np.asarray(given[1]).ravel())
+        if xs.shape != ys.shape:
+            raise ValueError(f"simulations: {xs.size} inputs but {ys.size} outputs")
+        ok = xs != UNK_ID
+        return xs[ok], ys[ok]
+    n = n_simulations if n_simulations is not None else max(100_000, 10 * n_tokens)
+    n = check_int("n_simulations", n, minimum=1)
+    xs = gen.choice(mechanism.n_words, size=n, p=p)
+    return xs, mechanism.sample_ids(xs, rng=gen)
+
+
+def _looked_up_guesses(xs: np.ndarray, ys: np.ndarray, p: np.ndarray, k: int, out_words: np.ndarray) -> np.ndarray:
+    """The simulated adversary's guesses for each of ``out_words`` (−1 where the simulations
+    never produced that output word)."""
+    uy, table = _sampled_guesses(xs, ys, p, k)
+    pos = np.minimum(np.searchsorted(uy, out_words), max(uy.size - 1, 0))
+    G = np.full((out_words.size, k), -1, dtype=np.int64)
+    if uy.size:
+        found = uy[pos] == out_words
+        G[found] = table[pos[found]]
+    return G
+
+
+def _rates(x: np.ndarray, y: np.ndarray, guesses: np.ndarray, r: np.ndarray, top_prior: np.ndarray, V: int, confidence: float) -> dict[str, Any]:
+    """The recovery rates of :class:`InversionResult` for true inputs ``x``, outputs ``y`` and the
+    guess list of each token (``r``: which tokens are rare words)."""
+    hit1 = guesses[:, 0] == x
+    hitk = (x[:, None] == guesses).any(axis=1)
     n, nr = int(x.size), int(r.sum())
-    rate = lambda h, m: float(h.sum()) / m if m else math.nan  # noqa: E731
+
+    def rate(h: np.ndarray, m: int) -> float:
+        return float(h.sum()) / m if m else math.nan
+
     in_top = np.zeros(V, dtype=bool)
     in_top[top_prior[:1]] = True
     prior_top1 = float(in_top[x].mean())
     in_top[top_prior] = True
-    eps = getattr(mechanism, "epsilon", None)
-    return InversionResult(
-        top1=rate(hit1, n),
-        top1_ci=wilson_interval(int(hit1.sum()), n, confidence),
-        topk=rate(hitk, n),
-        topk_ci=wilson_interval(int(hitk.sum()), n, confidence),
-        rare_top1=rate(hit1[r], nr),
-        rare_top1_ci=wilson_interval(int(hit1[r].sum()), nr, confidence),
-        rare_topk=rate(hitk[r], nr),
-        rare_topk_ci=wilson_interval(int(hitk[r].sum()), nr, confidence),
-        unchanged=float((y == x).mean()),
-        prior_top1=prior_top1,
-        prior_topk=float(in_top[x].mean()),
-        n_tokens=n,
-        n_rare=nr,
-        n_oov=n_oov,
-        k=k,
-        rare_max_count=rare_max_count,
-        method=method,
-        n_simulations=n_sim,
-        confidence=confidence,
-        mechanism=repr(mechanism),
-        epsilon=None if eps is None else float(eps),
-        expected_top1=expected[0],
-        expected_topk=expected[1],
-        expected_rare_top1=expected[2],
-        expected_rare_topk=expected[3],
-        smoothing=alpha,
-    )
+    return {
+        "top1": rate(hit1, n), "top1_ci": wilson_interval(int(hit1.sum()), n, confidence),
+        "topk": rate(hitk, n), "topk_ci": wilson_interval(int(hitk.sum()), n, confidence),
+        "rare_top1": rate(hit1[r], nr), "rare_top1_ci": wilson_interval(int(hit1[r].sum()), nr, confidence),
+        "rare_topk": rate(hitk[r], nr), "rare_topk_ci": wilson_interval(int(hitk[r].sum()), nr, confidence),
+        "unchanged": float((y == x).mean()), "prior_top1": prior_top1, "prior_topk": float(in_top[x].mean()), "n_tokens": n, "n_rare": nr,
+    }

@@ -10,19 +10,23 @@ non-members, with DeLong's variance for the interval.
 
 Word-level privatization protects the training *texts*; the records the attacker holds are the
 clean texts (the strongest case: it knows exactly what a member wrote).
+
+(The n-gram releases have their own membership attack, on a released distribution rather than a
+model: :func:`deniable.ngrams.release_membership_inference`.)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.stats
 
 from .._rng import RNGLike, as_generator, spawn
+from ._record import ResultRecord
 from .utility import TextClassifier, TokenizedTexts, _check_labels, _check_texts, _softmax_rows, privatize_dataset
 
 __all__ = ["MembershipResult", "auc_interval", "example_losses", "membership_inference", "membership_scores_result"]
@@ -84,7 +88,7 @@ def example_losses(classifier: TextClassifier, texts: Sequence[str] | TokenizedT
 
 
 @dataclass(frozen=True)
-class MembershipResult:
+class MembershipResult(ResultRecord):
     """Outcome of :func:`membership_inference`.
 
     Attributes
@@ -112,9 +116,6 @@ class MembershipResult:
     mechanism: str
     epsilon: float | None
     confidence: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _advantage(a: np.ndarray, b: np.ndarray) -> float:

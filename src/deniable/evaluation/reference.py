@@ -40,8 +40,7 @@ class IdentityMechanism(Mechanism):
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         return (np.asarray(ids_a) != np.asarray(ids_b)).astype(np.float64)
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         return Guarantee(math.inf, "discrete metric (0 for equal words, 1 otherwise); no privacy", "the vocabulary")
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
@@ -76,8 +75,7 @@ class UniformMechanism(Mechanism):
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         return (np.asarray(ids_a) != np.asarray(ids_b)).astype(np.float64)
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         return Guarantee(0.0, "any metric (the output does not depend on the input)", "the vocabulary and UNK")
 
     def log_probabilities(self, word_or_id: str | int) -> np.ndarray:

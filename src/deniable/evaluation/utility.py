@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ import scipy.sparse as sp
 
 from .._rng import RNGLike, as_generator, spawn
 from .._validation import check_int, check_positive
-from ..text.tokenize import lookup_key, token_codes, word_pattern, words_of
+from ..text.tokenize import keys_of, token_codes
 
 __all__ = [
     "PRIVATIZE_MODES",
@@ -110,28 +109,10 @@ def privatize_dataset(mechanism: Any, texts: Sequence[str], *, rng: RNGLike = No
     return list(mechanism.privatize(texts, rng=gen, oov=oov))
 
 
-@lru_cache(maxsize=1)
-def _ascii_separators() -> dict[int, str]:
-    """``str.translate`` table mapping every ASCII separator of the library's tokenizer (the
-    characters :func:`deniable.text.words_of` never puts in a word: whitespace, punctuation) to a
-    space. Derived from the word pattern itself, so the two cannot disagree."""
-    pattern = word_pattern()
-    table = {cp: " " for cp in range(128) if pattern.fullmatch(chr(cp)) is None}
-    # str.split() must split exactly at these characters: every ASCII whitespace is a separator
-    if any(cp not in table for cp in range(128) if chr(cp).isspace()):
-        raise RuntimeError("the word pattern keeps an ASCII whitespace character inside words; the ASCII tokenizer path does not apply")
-    return table
-
-
 def tokens_of(text: str) -> list[str]:
     """The feature tokens of ``text``: :func:`deniable.text.words_of`, each NFC-normalized and
     lower-cased exactly as an uncased vocabulary lookup does (:func:`deniable.text.lookup_key`)."""
-    if text.isascii() and "'" not in text:
-        # ASCII without apostrophes (so without clitics): lower-casing the whole text changes no
-        # separator and NFC is the identity, and the words are the runs between separators:
-        # C-level calls instead of one per word
-        return text.lower().translate(_ascii_separators()).split()
-    return [lookup_key(w, lower=True) for w in words_of(text)]
+    return keys_of(text, lower=True)
 
 
 @dataclass(frozen=True, eq=False)

@@ -45,6 +45,7 @@ from .shipping import Shipment, shipment_for
 __all__ = ["DatasetPrivatizer", "dataset_privatizer", "privatize_dataset"]
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class DatasetPrivatizer:
     """The function for ``Dataset.map(fn, batched=True)`` (``with_indices=True`` is accepted).
 
@@ -59,14 +60,13 @@ class DatasetPrivatizer:
     it is built, or the seed).
     """
 
-    def __init__(self, shipment: Shipment, column: str, output_column: str, key: str | None, randomness: RowRandomness, oov: str, case: str) -> None:
-        self.shipment = shipment
-        self.column = column
-        self.output_column = output_column
-        self.key = key
-        self.randomness = randomness
-        self.oov = oov
-        self.case = case
+    shipment: Shipment
+    column: str
+    output_column: str
+    key: str | None
+    randomness: RowRandomness
+    oov: str
+    case: str
 
     def __repr__(self) -> str:
         r = self.randomness
@@ -76,8 +76,7 @@ class DatasetPrivatizer:
 
     def for_release(self, part: str) -> DatasetPrivatizer:
         """The same function with ``part`` (a split name) appended to the release identity."""
-        r = dataclasses.replace(self.randomness, release=(*self.randomness.release, str(part)))
-        return DatasetPrivatizer(self.shipment, self.column, self.output_column, self.key, r, self.oov, self.case)
+        return dataclasses.replace(self, randomness=dataclasses.replace(self.randomness, release=(*self.randomness.release, str(part))))
 
     def __call__(self, batch: dict[str, list[Any]], indices: list[int] | None = None) -> dict[str, list[Any]]:
         if self.column not in batch:
@@ -106,20 +105,9 @@ class DatasetPrivatizer:
 
 
 def dataset_privatizer(
-    mechanism: Any,
-    column: str,
-    *,
-    epsilon: float | None = None,
-    embedding: Any = None,
-    output_column: str | None = None,
-    key: str | None = None,
-    seed: int | None = None,
-    stream: str | None = None,
-    release_id: str | None = None,
-    content_keys: bool = False,
-    oov: str = "unk",
-    case: str = "preserve",
-    **params: Any,
+    mechanism: Any, column: str, *, epsilon: float | None = None, embedding: Any = None, output_column: str | None = None,
+    key: str | None = None, seed: int | None = None, stream: str | None = None, release_id: str | None = None,
+    content_keys: bool = False, oov: str = "unk", case: str = "preserve", **params: Any,
 ) -> DatasetPrivatizer:
     """A picklable function that privatizes ``column`` in ``Dataset.map(batched=True)``.
 
@@ -164,24 +152,10 @@ def dataset_privatizer(
 
 
 def privatize_dataset(
-    dataset: Any,
-    column: str,
-    mechanism: Any,
-    *,
-    epsilon: float | None = None,
-    embedding: Any = None,
-    output_column: str | None = None,
-    key: str | None = None,
-    seed: int | None = None,
-    stream: str | None = None,
-    release_id: str | None = None,
-    content_keys: bool = False,
-    oov: str = "unk",
-    case: str = "preserve",
-    num_proc: int | None = None,
-    batch_size: int = 1000,
-    params: dict[str, Any] | None = None,
-    **map_kwargs: Any,
+    dataset: Any, column: str, mechanism: Any, *, epsilon: float | None = None, embedding: Any = None,
+    output_column: str | None = None, key: str | None = None, seed: int | None = None, stream: str | None = None,
+    release_id: str | None = None, content_keys: bool = False, oov: str = "unk", case: str = "preserve",
+    num_proc: int | None = None, batch_size: int = 1000, params: dict[str, Any] | None = None, **map_kwargs: Any,
 ) -> Any:
     """``dataset.map`` with :func:`dataset_privatizer`: ``column`` privatized in a new Dataset,
     or in every split of a ``DatasetDict`` (a new DatasetDict).

@@ -14,6 +14,13 @@ Example::
 Randomness follows :func:`deniable.integrations.keyed.resolve_randomness`: each call is one
 release with its own fresh secret and every row its own generator, unless an int seed and a
 ``key`` make it reproducible.
+
+Per-user bounding and the ledger: ``users=`` (``user_col=`` in :func:`privatize_frame`) gives
+each row a user key; ``max_words_per_user=N`` privatizes at most N words per user key in the
+call (the first N in row order; the rest become ``[UNK]`` or are dropped:
+:mod:`deniable.integrations.capping`); ``ledger=`` with ``dataset=`` records the release
+(:class:`deniable.Ledger`) before any text is privatized, and a release over the ledger's
+budget raises :class:`~deniable.ledger.BudgetExceeded` with nothing privatized.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import numpy as np
 
 from ..text.privatize import check_oov
 from ._common import as_mechanism, require
+from .capping import allowances, check_cap, check_over_cap, open_ledger, privatize_capped, privatized_counts, user_key_of
 from .keyed import EXPLICIT, is_null, key_bytes, privatize_rows, resolve_randomness
 
 __all__ = ["privatize_series", "privatize_frame"]
@@ -61,20 +69,39 @@ def _texts(series: Any) -> tuple[list[int], list[str]]:
     return rows, texts
 
 
-def _keys(series: Any, key: Any) -> list[Any]:
+def _keys(series: Any, key: Any, what: str = "key") -> list[Any]:
     pd = _pd()
     if isinstance(key, str) and key == "index":
         values = list(series.index)
     else:
         if isinstance(key, pd.Series):
             if not key.index.equals(series.index):
-                raise ValueError("key must have the same index as the series (align it first, e.g. key.reindex(series.index))")
+                raise ValueError(f"{what} must have the same index as the series (align it first, e.g. {what}.reindex(series.index))")
             values = key.to_numpy(dtype=object, na_value=None).tolist()
         else:
             values = list(key)
         if len(values) != len(series):
-            raise ValueError(f"key has {len(values)} entries but the series has {len(series)} rows")
+            raise ValueError(f"{what} has {len(values)} entries but the series has {len(series)} rows")
     return values
+
+
+def _bound(series: Any, mech: Any, rows: list[int], texts: list[str], *, users: Any, cap: int | None, oov: str, book: Any, dataset: Any, output: Any) -> list[int] | None:
+    """Per-row allowances under the cap (None: no cap), after recording the release in the
+    ledger (budget checked there; a refusal raises before anything is privatized)."""
+    if users is None:
+        if cap is not None:
+            raise ValueError("max_words_per_user caps the words of each user key: give users= (user_col= in privatize_frame)")
+        user_keys = None
+    else:
+        values = _keys(series, users, "users")
+        user_keys = [user_key_of(None if is_null(values[i]) else values[i], _label(series.index, i)) for i in rows]
+    if cap is None and book is None:
+        return None
+    counts = privatized_counts(mech.vocabulary, texts, oov)
+    allowed = None if cap is None or user_keys is None else allowances(user_keys, counts, cap)
+    if book is not None:
+        book.record(mech, dataset=dataset, words=allowed if allowed is not None else counts, users=user_keys, output=output)
+    return allowed
 
 
 def privatize_series(
@@ -90,6 +117,12 @@ def privatize_series(
     content_keys: bool = False,
     oov: str = "unk",
     case: str = "preserve",
+    users: Any = None,
+    max_words_per_user: int | None = None,
+    over_cap: str = "unk",
+    ledger: Any = None,
+    dataset: str | None = None,
+    output: str | None = None,
     **params: Any,
 ) -> Any:
     """Privatize every text of a pandas Series, word by word.
@@ -130,6 +163,20 @@ def privatize_series(
         which shows they were equal. Each text keeps its guarantee; the series as a whole does not.
     oov, case
         As in :func:`deniable.text.privatize_texts`.
+    users
+        Optional: one user key per row (strings or integers; a Series must share the index), for
+        the cap and the ledger's per-user totals. Every non-missing text needs one.
+    max_words_per_user
+        Privatize at most this many words per user key in this call: the first ones in row order,
+        then word order; every later word of the user is replaced by ``"[UNK]"``
+        (``over_cap="unk"``) or removed (``over_cap="drop"``). A capped word costs no ε (the
+        output there does not depend on it). See :mod:`deniable.integrations.capping`.
+    ledger, dataset, output
+        A :class:`deniable.Ledger` (or its path) to record this release in, under the name
+        ``dataset``, with ``output`` as its location: one row with the words privatized per
+        text (after the cap) and per user key. It is recorded before any text is privatized; a
+        release over the ledger's ``max_total`` raises
+        :class:`~deniable.ledger.BudgetExceeded` and nothing is privatized.
 
     Returns
     -------
@@ -140,6 +187,9 @@ def privatize_series(
     if not isinstance(series, pd.Series):
         raise TypeError(f"series must be a pandas Series, got {type(series).__name__}; for a DataFrame use privatize_frame(df, column, ...)")
     check_oov(oov)
+    cap = check_cap(max_words_per_user)
+    check_over_cap(over_cap)
+    book = open_ledger(ledger, dataset)
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
     if stream is None:
         stream = series.name if isinstance(series.name, str) else ""
@@ -161,12 +211,17 @@ def privatize_series(
         row_keys = [keys[i] for i in rows]
     else:
         row_keys = randomness.row_keys(texts, positions=rows)  # the texts, or the row positions
+    allowed = _bound(series, mech, rows, texts, users=users, cap=cap, oov=oov, book=book, dataset=dataset, output=output)
     new: list[str | None] = []
     start = chars = 0
     for j, t in enumerate(texts):
         chars += len(t)
         if chars >= _BATCH_CHARS or j == len(texts) - 1:
-            new.extend(privatize_rows(mech, texts[start : j + 1], row_keys[start : j + 1], randomness, oov=oov, case=case))
+            batch, batch_keys = texts[start : j + 1], row_keys[start : j + 1]
+            if allowed is None:
+                new.extend(privatize_rows(mech, batch, batch_keys, randomness, oov=oov, case=case))
+            else:
+                new.extend(privatize_capped(mech, batch, batch_keys, randomness, allowed[start : j + 1], oov=oov, case=case, over_cap=over_cap))
             start, chars = j + 1, 0
     out = series.astype(object).copy()
     if rows:
@@ -183,15 +238,18 @@ def privatize_frame(
     *,
     output_col: Hashable | None = None,
     key: Hashable | None = None,
+    user_col: Hashable | None = None,
     **kwargs: Any,
 ) -> Any:
     """A copy of ``df`` with ``column`` privatized (into ``output_col``, default in place).
 
     ``key`` is a column name whose values key each row's randomness (unique per row), or
-    ``"index"``; the other keyword arguments are those of :func:`privatize_series` (``epsilon``,
-    ``rng``, ``release_id``, ``content_keys``, ``oov``, ...). The default ``stream`` is the column
-    name, as in :func:`deniable.spark.privatize_column`. Without ``rng`` every call is a fresh
-    release; an int ``rng`` needs ``key``.
+    ``"index"``; ``user_col`` a column of user keys (for ``max_words_per_user`` and the
+    ledger's per-user totals); the other keyword arguments are those of
+    :func:`privatize_series` (``epsilon``, ``rng``, ``release_id``, ``content_keys``, ``oov``,
+    ``max_words_per_user``, ``over_cap``, ``ledger``, ``dataset``, ...). The default ``stream``
+    is the column name, as in :func:`deniable.spark.privatize_column`. Without ``rng`` every
+    call is a fresh release; an int ``rng`` needs ``key``.
     """
     pd = _pd()
     if not isinstance(df, pd.DataFrame):
@@ -202,6 +260,12 @@ def privatize_frame(
         if key not in df.columns:
             raise KeyError(f"no key column {key!r} in the DataFrame (columns: {', '.join(map(str, df.columns))})")
         key = df[key]
+    if user_col is not None:
+        if user_col not in df.columns:
+            raise KeyError(f"no user column {user_col!r} in the DataFrame (columns: {', '.join(map(str, df.columns))})")
+        if user_col == column:
+            raise ValueError(f"user_col {user_col!r} is the text column; the user key must be another column")
+        kwargs["users"] = df[user_col]
     kwargs.setdefault("stream", str(column))
     out = df.copy()
     out[column if output_col is None else output_col] = privatize_series(df[column], mechanism, key=key, **kwargs)

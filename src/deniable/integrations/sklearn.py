@@ -20,6 +20,7 @@ Every ``transform`` call is one release with its own fresh randomness per row
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -53,6 +54,10 @@ def _spec_key(mechanism: str, epsilon: float, embedding: Any, params: dict[str, 
     return key
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 class PrivatizeTransformer(TransformerMixin, BaseEstimator):
     """Privatize texts word by word; place it before a vectorizer in a ``Pipeline``.
 
@@ -82,7 +87,7 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
         Mechanism parameters as a dict (e.g. ``{"lam": 0.5}``), with a mechanism name.
     oov, case
         As in :func:`deniable.text.privatize_texts`.
-    random_state
+    rng
         ``None`` (default) draws a fresh OS secret at each call; a ``numpy.random.Generator`` or
         a legacy ``RandomState`` instance is drawn from (128 bits per call), so successive calls
         differ and a seeded one reproduces a sequence of calls (``sklearn.clone`` copies it, so
@@ -91,11 +96,13 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
         state is never used.
     content_keys
         Key each row by its text (opt-in, warns at ``transform``): identical texts then always
-        get identical outputs — with an int ``random_state``, the same output at every call —
+        get identical outputs — with an int ``rng``, the same output at every call —
         which shows that they were equal. Each text keeps its guarantee; a data set does not.
     release_id
         A release identity hashed into every row's key (with ``content_keys`` and an int
-        ``random_state``: separates two uses of one seed).
+        ``rng``: separates two uses of one seed).
+    random_state
+        Deprecated alias of ``rng`` (warns when set; give one of the two).
     """
 
     def __init__(
@@ -107,9 +114,10 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
         params: dict[str, Any] | None = None,
         oov: str = "unk",
         case: str = "preserve",
-        random_state: Any = None,
+        rng: Any = None,
         content_keys: bool = False,
         release_id: str | None = None,
+        random_state: Any = None,
     ) -> None:
         self.mechanism = mechanism
         self.epsilon = epsilon
@@ -117,16 +125,17 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
         self.params = params
         self.oov = oov
         self.case = case
-        self.random_state = random_state
+        self.rng = rng
         self.content_keys = content_keys
         self.release_id = release_id
+        self.random_state = random_state  # deprecated alias of rng, read (and warned about) at fit/transform
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.requires_fit = False
         tags.input_tags.two_d_array = False
         tags.input_tags.string = True
-        tags.non_deterministic = not (self.content_keys and isinstance(self.random_state, (int, np.integer)))
+        tags.non_deterministic = not (self.content_keys and _is_int(self.random_state if self.rng is None else self.rng))
         return tags
 
     def _mechanism(self) -> Any:
@@ -148,24 +157,34 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
                         _BUILT.popitem(last=False)
         return mech
 
+    def _rng_param(self, *, warn: bool = True) -> Any:
+        """``rng``, or the deprecated ``random_state`` when only that one is set (warns)."""
+        if self.random_state is None:
+            return self.rng
+        if self.rng is not None:
+            raise ValueError("rng and random_state (its deprecated alias) were both given; give rng only")
+        if warn:
+            warnings.warn("PrivatizeTransformer(random_state=...) is deprecated; use rng=... (same values)", DeprecationWarning, stacklevel=4)
+        return self.random_state
+
     def _seed(self) -> Any:
-        """``random_state`` as :func:`~deniable.integrations.keyed.resolve_randomness` takes it."""
-        rs = self.random_state
+        """``rng`` as :func:`~deniable.integrations.keyed.resolve_randomness` takes it."""
+        rs = self._rng_param()
         if isinstance(rs, np.random.RandomState):
             return np.random.default_rng(rs.randint(0, 2**32, size=4, dtype=np.uint64))
         if rs is None or isinstance(rs, np.random.Generator):
             return rs
-        if isinstance(rs, (int, np.integer)) and not isinstance(rs, (bool, np.bool_)):
+        if _is_int(rs):
             if not self.content_keys:
                 raise ValueError(
-                    f"random_state={rs} would give row i of every transform call the same randomness (the rows of "
+                    f"rng={rs} would give row i of every transform call the same randomness (the rows of "
                     "fit_transform(train) and transform(test) at one position would share it: equal texts, equal outputs). "
-                    "Use random_state=None (fresh per call) or a numpy Generator such as np.random.default_rng(0) "
+                    "Use rng=None (fresh per call) or a numpy Generator such as np.random.default_rng(0) "
                     "(drawn from at each call: reproducible, and successive calls differ); content_keys=True with an int "
                     "keys each row by its text instead (identical texts, identical outputs)"
                 )
             return int(rs)
-        raise TypeError(f"random_state must be None, a numpy Generator, a RandomState or (with content_keys=True) an int, got {type(rs).__name__}")
+        raise TypeError(f"rng must be None, a numpy Generator, a RandomState or (with content_keys=True) an int, got {type(rs).__name__}")
 
     def _check(self) -> None:
         from .keyed import check_release_id
@@ -173,7 +192,7 @@ class PrivatizeTransformer(TransformerMixin, BaseEstimator):
         if not isinstance(self.content_keys, (bool, np.bool_)):
             raise TypeError(f"content_keys must be True or False, got {self.content_keys!r}")
         check_release_id(self.release_id)
-        if isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, (bool, np.bool_)):
+        if _is_int(self._rng_param(warn=False)):
             self._seed()
 
     def fit(self, X: Any, y: Any = None) -> PrivatizeTransformer:

@@ -26,6 +26,9 @@ from .._validation import check_positive
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricLike, MetricSpace, paired_distances
 from ..text.privatize import PrivatizationSummary, check_oov, privatize_texts, summarize_privatization
+from ._exclude import Exclusion, resolve_exclusion
+from ._rows import _batched_rows_match as _batched_rows_match
+from ._rows import _defined_by, log_probability_rows_of, stacked_log_probability_rows
 
 __all__ = ["Guarantee", "Mechanism", "EmbeddingMechanism", "log_probability_rows_of"]
 
@@ -57,7 +60,8 @@ class Mechanism(ABC):
 
     What every mechanism declares (the contract calibration, evaluation and the CLI rely on):
 
-    * :attr:`guarantee` — ε, the metric d and the domain of the ε·d-privacy guarantee;
+    * :meth:`derive_guarantee` (read as :attr:`guarantee`) — ε, the metric d and the domain of
+      the ε·d-privacy guarantee;
     * :meth:`distance` — d itself, and :meth:`metric_space` — d as points and a named metric
       where it has that form (the privacy ratio's fast path), else None;
     * :attr:`params` — the constructor parameters besides ε;
@@ -100,22 +104,6 @@ class Mechanism(ABC):
     #: :attr:`guarantee` then carries it as ``Guarantee.chosen_by``.
     epsilon_choice: Any = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        # A subclass states its guarantee as a ``guarantee`` property (the one place it is
-        # derived); the base class adds, explicitly and once per class, how ε was chosen
-        # (:meth:`_with_choice`), so no subclass repeats that provenance logic.
-        super().__init_subclass__(**kwargs)
-        prop = cls.__dict__.get("guarantee")
-        if isinstance(prop, property) and prop.fget is not None and not getattr(prop.fget, "_with_choice", False):
-            fget = prop.fget
-
-            def guarantee(self: Mechanism) -> Guarantee:
-                return self._with_choice(fget(self))
-
-            guarantee._with_choice = True  # type: ignore[attr-defined]
-            guarantee.__doc__ = fget.__doc__
-            cls.guarantee = property(guarantee, doc=prop.__doc__)  # type: ignore[assignment]
-
     def _with_choice(self, g: Guarantee) -> Guarantee:
         """``g`` with ``chosen_by`` saying how ε was chosen, when :attr:`epsilon_choice` chose
         this ε (and ``g`` does not say it already)."""
@@ -123,6 +111,38 @@ class Mechanism(ABC):
         if choice is None or not isinstance(g, Guarantee) or g.chosen_by is not None or g.epsilon != choice.epsilon:
             return g
         return dataclasses.replace(g, chosen_by=str(choice))
+
+    def _with_exclusion(self, g: Guarantee) -> Guarantee:
+        """``g`` with its domain saying which outputs are excluded (``exclude_outputs``); the
+        guarantee holds over the remaining outputs (docs/explanation/excluded_outputs.md)."""
+        ex = self._exclusion
+        if ex is None or not isinstance(g, Guarantee) or "excluded from the outputs" in g.domain:
+            return g
+        return dataclasses.replace(g, domain=f"{g.domain}; outputs: the {ex.allowed.size} other words, {ex.describe()}")
+
+    # -- excluded outputs (``exclude_outputs=``) -------------------------------------------
+    #: The words this mechanism may not output (None: none), set by :meth:`_set_exclusion`.
+    _exclusion: Exclusion | None = None
+
+    def _set_exclusion(self, exclude_outputs: Any, *, stacklevel: int = 5) -> None:
+        """Read ``exclude_outputs`` (None, a shipped list's name such as ``"profanity"``, a path
+        to a file of words, or a list of words; :mod:`deniable.mechanisms._exclude`) against the
+        vocabulary; subclasses call it in ``__init__`` (an :class:`EmbeddingMechanism` passes it
+        to its constructor) and restrict their outputs to :attr:`allowed_output_ids`."""
+        self._exclusion = resolve_exclusion(self.vocabulary, exclude_outputs, stacklevel=stacklevel)
+
+    @property
+    def excluded_output_ids(self) -> np.ndarray:
+        """Sorted vocabulary ids the mechanism never outputs (``exclude_outputs``; empty when
+        none). They remain valid inputs."""
+        ex = self._exclusion
+        return ex.excluded if ex is not None else np.empty(0, dtype=np.int64)
+
+    @property
+    def allowed_output_ids(self) -> np.ndarray:
+        """Sorted vocabulary ids the mechanism may output (every word unless ``exclude_outputs``)."""
+        ex = self._exclusion
+        return ex.allowed if ex is not None else np.arange(self.n_words, dtype=np.int64)
 
     def with_epsilon_choice(self, choice: Any) -> Mechanism:
         """A copy of this mechanism that records how its ε was chosen from a privacy target
@@ -153,10 +173,16 @@ class Mechanism(ABC):
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
         """Element-wise metric ``d`` of the guarantee between words ``ids_a[i]`` and ``ids_b[i]``."""
 
-    @property
     @abstractmethod
+    def derive_guarantee(self) -> Guarantee:
+        """The formal guarantee this instance's parameters give: ε, metric, domain — each
+        mechanism derives it here, in one place; read it as :attr:`guarantee`."""
+
+    @property
     def guarantee(self) -> Guarantee:
-        """The formal guarantee: ε, metric, domain."""
+        """The formal guarantee: ε, metric, domain (:meth:`derive_guarantee`, with the excluded
+        outputs named), and how ε was chosen when a privacy target chose it (``Guarantee.chosen_by``)."""
+        return self._with_choice(self._with_exclusion(self.derive_guarantee()))
 
     def _params(self) -> dict[str, Any]:
         """Parameters shown in ``repr`` (besides epsilon); subclasses extend it."""
@@ -166,7 +192,10 @@ class Mechanism(ABC):
     @property
     def params(self) -> dict[str, Any]:
         """The constructor parameters besides ε (as ``repr`` shows them), e.g. ``{"lam": 0.5}``."""
-        return dict(self._params())
+        p = dict(self._params())
+        if self._exclusion is not None:
+            p["exclude_outputs"] = self._exclusion.spec
+        return p
 
     @property
     def has_exact_probabilities(self) -> bool:
@@ -217,10 +246,7 @@ class Mechanism(ABC):
         ``probabilities`` when a class redefines that one below the other); mechanisms whose rows
         share one distance computation override it with a batched one (the exact inversion
         adversary and statistics over the whole vocabulary call this)."""
-        arr = self._as_ids(np.asarray(ids)).ravel()
-        row = _log_probability_row(self)
-        rows = [np.asarray(row(int(x)), dtype=np.float64) for x in arr]
-        return np.stack(rows) if rows else np.empty((0, self.n_words))
+        return stacked_log_probability_rows(self, ids)
 
     @property
     def finite_metric(self) -> bool:
@@ -413,61 +439,16 @@ class Mechanism(ABC):
         )
 
     def __repr__(self) -> str:
-        params = "".join(f", {k}={v!r}" for k, v in self._params().items())
+        shown = dict(self._params())
+        if self._exclusion is not None:
+            shown["exclude_outputs"] = self._exclusion.describe()
+        params = "".join(f", {k}={v!r}" for k, v in shown.items())
         g = self.guarantee
         return (
             f"{type(self).__name__}(epsilon={self.epsilon:g}{params}, vocabulary={self.n_words} words "
             f"[{getattr(self.vocabulary, 'fingerprint', '?')}]; guarantee: {g.epsilon:g}*d-privacy, d = {g.metric}, "
             f"over {g.domain})"
         )
-
-
-def _defined_by(cls: type, name: str) -> type | None:
-    """The class of ``cls``'s method resolution order that defines ``name`` (None: none)."""
-    return next((c for c in cls.__mro__ if name in c.__dict__), None)
-
-
-def _rank(cls: type, name: str) -> int:
-    """Index in ``cls``'s method resolution order of the class that defines ``name`` (its
-    length when none does): a smaller rank takes precedence."""
-    return next((i for i, c in enumerate(cls.__mro__) if name in c.__dict__), len(cls.__mro__))
-
-
-def _log_probability_row(mechanism: Any) -> Any:
-    """``word -> log P[M(word) = ·]`` from the mechanism's own definition of its distribution:
-    ``log_probabilities``, or the log of ``probabilities`` where a class redefines
-    ``probabilities`` closer to the instance's class than its ``log_probabilities``."""
-    cls = type(mechanism)
-    if _rank(cls, "probabilities") < _rank(cls, "log_probabilities"):
-
-        def from_probabilities(word_or_id: Any) -> np.ndarray:
-            with np.errstate(divide="ignore"):
-                return np.log(np.asarray(mechanism.probabilities(word_or_id), dtype=np.float64))
-
-        return from_probabilities
-    return mechanism.log_probabilities
-
-
-def _batched_rows_match(mechanism: Any) -> bool:
-    """Whether ``mechanism.log_probability_rows`` is defined at least as close to the instance's
-    class (in the method resolution order) as its ``log_probabilities`` and ``probabilities``."""
-    if not callable(getattr(mechanism, "log_probability_rows", None)):
-        return False
-    cls = type(mechanism)
-    rows = _rank(cls, "log_probability_rows")
-    return rows < len(cls.__mro__) and rows <= min(_rank(cls, "log_probabilities"), _rank(cls, "probabilities"))
-
-
-def log_probability_rows_of(mechanism: Any, ids: Any) -> np.ndarray:
-    """``log P[M(x) = y]`` for each id of ``ids`` (UNK_ID allowed) and every vocabulary word y,
-    ``(len(ids), V)`` float64, from the mechanism's own distribution: its batched
-    ``log_probability_rows`` where that is defined at least as close to the instance's class as
-    its ``log_probabilities`` / ``probabilities`` (a subclass or mixin that changes the
-    distribution but inherits a batched method would otherwise get the parent's rows), else row
-    by row. What exact statistics and the exact inversion adversary read."""
-    if _batched_rows_match(mechanism):
-        return np.asarray(mechanism.log_probability_rows(ids), dtype=np.float64)
-    return Mechanism.log_probability_rows(mechanism, ids)
 
 
 def _rebuild(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -501,13 +482,15 @@ class EmbeddingMechanism(Mechanism):
         extra = {k: self.__dict__[k] for k in _PICKLED_AFTER_INIT if k in self.__dict__}
         return (_rebuild, (type(self), args, kwargs), extra or None)
 
-    def __init__(self, embedding: Any, *, epsilon: float) -> None:
+    def __init__(self, embedding: Any, *, epsilon: float, exclude_outputs: Any = None) -> None:
+        """Check ``embedding`` and ε, and read ``exclude_outputs`` (the words never output)."""
         from ..embeddings.embedding import Embedding
 
         if not isinstance(embedding, Embedding):
             raise TypeError(f"embedding must be a deniable.Embedding, got {type(embedding).__name__}; see deniable.load_embedding()")
         super().__init__(embedding, epsilon=epsilon)
         self.embedding = embedding
+        self._set_exclusion(exclude_outputs, stacklevel=6)
 
     def points(self, ids: np.ndarray) -> np.ndarray:
         """Vectors of ``ids`` (float32), the vocabulary mean for UNK_ID."""

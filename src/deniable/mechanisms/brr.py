@@ -57,6 +57,10 @@ class BRR(Mechanism):
         or an object with ``search(queries, ties=None, rng=None)``.
     n_bits, method
         Code length and binarizer used when an :class:`Embedding` must be binarized.
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): the
+        nearest code is searched among the remaining words only (ties uniform among them), which
+        is post-processing of the noisy code, so the guarantee is unchanged. Needs an index name.
 
     Notes
     -----
@@ -76,15 +80,21 @@ class BRR(Mechanism):
         index: Any = "auto",
         n_bits: int = 256,
         method: str | None = None,
+        exclude_outputs: Any = None,
     ) -> None:
         be = _as_binary_embedding(binary_embedding, n_bits=n_bits, method=method)
         super().__init__(be, epsilon=epsilon)
+        self._set_exclusion(exclude_outputs)
+        ex = self._exclusion
+        if ex is not None and not isinstance(index, str):
+            raise ValueError("exclude_outputs needs an index name (the index is built over the words that remain); pass index='auto' or another name")
         from ..binary.hamming import make_hamming_index
 
         self.binary_embedding = be
         self.flip_probability = flip_probability(self.epsilon)
         self._index_spec = index if isinstance(index, str) else type(index).__name__
-        self.index = make_hamming_index(index, be.codes)
+        # with excluded outputs the index holds the allowed words' codes only; its ids are mapped back
+        self.index = make_hamming_index(index, be.codes if ex is None else np.ascontiguousarray(be.codes[ex.allowed]))
 
     @property
     def n_bits(self) -> int:
@@ -109,7 +119,7 @@ class BRR(Mechanism):
             noisy = self.randomize_codes(be.code_of(chunk), rng)
             ties = rng.random(int(chunk.shape[0]))
             out[s : s + chunk.shape[0]] = self.index.search(noisy, ties=ties)
-        return out
+        return out if self._exclusion is None else self._exclusion.allowed[out]
 
     # -- the guarantee -------------------------------------------------------------------------
     def distance(self, ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray:
@@ -117,8 +127,7 @@ class BRR(Mechanism):
         be = self.binary_embedding
         return paired_distances(be.code_of(np.asarray(ids_a, dtype=np.int64)), be.code_of(np.asarray(ids_b, dtype=np.int64)), "hamming")
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         be = self.binary_embedding
         return Guarantee(
             self.epsilon,
@@ -138,7 +147,8 @@ class BRR(Mechanism):
         about as fast)."""
         from ..binary.hamming import FaissBinaryIndex
 
-        if isinstance(self.index, FaissBinaryIndex) and self.index.exact and not self.has_exact_probabilities:
+        flips = isinstance(self.index, FaissBinaryIndex) and self.index.exact and self._exclusion is None  # it searches every word
+        if flips and not self.has_exact_probabilities:
             return "flips"
         return super().calibration_estimator()
 
@@ -182,10 +192,12 @@ class BRR(Mechanism):
             )
         be = self.binary_embedding
         y = np.arange(1 << n, dtype=np.uint64)  # every noisy code (n <= 16 fits one word)
-        codes = be.codes[:, 0]
-        d = np.bitwise_count(y[:, None] ^ codes[None, :]).astype(np.int64)  # (2^n, V)
+        allowed = self.allowed_output_ids  # the search runs over these words only
+        codes = be.codes[allowed, 0]
+        d = np.bitwise_count(y[:, None] ^ codes[None, :]).astype(np.int64)  # (2^n, V')
         nearest = d == d.min(axis=1, keepdims=True)
-        share = nearest / nearest.sum(axis=1, keepdims=True)
+        share = np.zeros((y.size, V))
+        share[:, allowed] = nearest / nearest.sum(axis=1, keepdims=True)
         x = be.code_of(np.array([w]))[0, 0]
         h = np.bitwise_count(y ^ x).astype(np.int64)
         by_h = (h[None, :] == np.arange(n + 1)[:, None]).astype(np.float64) @ share  # S_H(y), (n + 1, V)
@@ -194,15 +206,19 @@ class BRR(Mechanism):
         logw = hh * (log_keep - self.epsilon) + (n - hh) * log_keep  # log p = log(1 − p) − ε
         with np.errstate(divide="ignore"):
             terms = logw[:, None] + np.log(by_h)
-        top = terms.max(axis=0)  # finite: a word's own code is nearest to itself
-        return top + np.log(np.exp(terms - top).sum(axis=0))
+        top = terms.max(axis=0)  # finite for an allowed word: its own code is nearest to itself
+        with np.errstate(invalid="ignore"):
+            out = top + np.log(np.exp(terms - top).sum(axis=0))
+        return np.where(np.isfinite(top), out, -np.inf)  # an excluded word: probability 0
 
     def __reduce__(self) -> Any:  # pickling rebuilds the search index
-        return (_rebuild, (self.binary_embedding, self.epsilon, self._index_spec if self._index_spec in ("auto", "exact", "faiss-flat", "faiss-mih") else "auto"))
+        index = self._index_spec if self._index_spec in ("auto", "exact", "faiss-flat", "faiss-mih") else "auto"
+        ex = self._exclusion
+        return (_rebuild, (self.binary_embedding, self.epsilon, index, None if ex is None else ex.spec))
 
 
-def _rebuild(be: Any, epsilon: float, index: str) -> BRR:
-    return BRR(be, epsilon=epsilon, index=index)
+def _rebuild(be: Any, epsilon: float, index: str, exclude_outputs: Any = None) -> BRR:
+    return BRR(be, epsilon=epsilon, index=index, exclude_outputs=exclude_outputs)
 
 
 def _as_binary_embedding(x: Any, *, n_bits: int, method: str | None) -> Any:

@@ -31,8 +31,9 @@ from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..metrics import pairwise_distances
 from ..neighbors.neighborhoods import _progress, cache_directory, embedding_neighborhoods, row_distances
-from ..text.stopwords import stop_word_ids
+from ._exclude import allowed_embedding, nearest_allowed
 from ._exponential import PointsWithUnk
+from ._params import check_cache_dir, check_flag, kept_stop_words
 from ._scan import FreeScanner
 from .base import EmbeddingMechanism, Guarantee
 
@@ -199,6 +200,11 @@ class CusText(EmbeddingMechanism):
         :func:`deniable.text.stopwords.english_stop_words`).
     cache_dir
         Cache folder for the output sets and k-nearest lists (``False``: memory only).
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): the
+        output sets are built over the remaining words only, and an excluded word, as an input,
+        uses the output set of its nearest remaining word with its own scores (as UNK does); an
+        excluded stop word is not kept. The guarantee is the same, with these sets.
 
     References
     ----------
@@ -231,26 +237,19 @@ class CusText(EmbeddingMechanism):
         keep_stop_words: bool = False,
         stop_words: Sequence[str] | None = None,
         cache_dir: str | os.PathLike[str] | bool | None = None,
+        exclude_outputs: Any = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon)
+        super().__init__(embedding, epsilon=epsilon, exclude_outputs=exclude_outputs)
         self.K = check_int("K", K, minimum=1)
         if metric not in CUSTEXT_METRICS:
             raise ValueError(f"metric must be one of {', '.join(CUSTEXT_METRICS)}, got {metric!r}")
-        for flag, value in (("complete_sets", complete_sets), ("keep_stop_words", keep_stop_words)):
-            if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"{flag} must be True or False, got {value!r}")
-        if stop_words is not None and not keep_stop_words:
-            raise ValueError("stop_words is used only with keep_stop_words=True (CusText+); pass both")
-        if not (cache_dir is None or cache_dir is False or isinstance(cache_dir, (str, os.PathLike))):
-            raise TypeError(f"cache_dir must be a path, None or False, got {type(cache_dir).__name__}")
         self.metric = metric
-        self.complete_sets = bool(complete_sets)
-        self.keep_stop_words = bool(keep_stop_words)
+        self.complete_sets = check_flag("complete_sets", complete_sets)
+        self.keep_stop_words = check_flag("keep_stop_words", keep_stop_words)
         self._stop_words_given = stop_words is not None
-        self._is_stop = np.zeros(self.n_words, dtype=bool)
-        if self.keep_stop_words:
-            self._is_stop[stop_word_ids(self.vocabulary, stop_words)] = True
-        self.cache_dir = cache_dir
+        self._is_stop = kept_stop_words(self, self.keep_stop_words, stop_words, variant=" (CusText+)")
+        self.cache_dir = check_cache_dir(cache_dir)
+        self._sets_embedding = self.embedding if self._exclusion is None else allowed_embedding(self.embedding, self._exclusion)
         self.cache_file: Path | None = None
         self._pts = PointsWithUnk(self.embedding.vectors, self.embedding.mean)
         self._members: np.ndarray | None = None
@@ -268,7 +267,7 @@ class CusText(EmbeddingMechanism):
             return None
         folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)
         kind = "" if self.complete_sets else "-partial"
-        return folder / f"custext-sets-{self.embedding.fingerprint}-{_set_metric(self.metric)}-K{self.K}{kind}-v{_FORMAT}.npz"
+        return folder / f"custext-sets-{self._sets_embedding.fingerprint}-{_set_metric(self.metric)}-K{self.K}{kind}-v{_FORMAT}.npz"
 
     def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> np.ndarray:
         """Load or build (and cache) the output sets; returns ``members`` ``(n_sets, K)``."""
@@ -276,18 +275,19 @@ class CusText(EmbeddingMechanism):
             return self._members
         path = self._cache_path()
         V = self.n_words
+        sets_emb = self._sets_embedding  # the embedding, or its allowed words (exclude_outputs)
         members = None
         if path is not None and path.exists() and not rebuild:
             try:
                 with np.load(path, allow_pickle=False) as z:
                     members = z["members"]
-                if members.ndim != 2 or members.max() >= V or np.unique(members[members >= 0]).size != V:
+                if members.ndim != 2 or members.max() >= len(sets_emb) or np.unique(members[members >= 0]).size != len(sets_emb):
                     raise ValueError("inconsistent output sets")
             except (OSError, ValueError, KeyError) as exc:
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=2)
                 members = None
         if members is None:
-            members = build_output_sets(self.embedding, self.K, self.metric, complete=self.complete_sets, cache_dir=self.cache_dir, progress=progress)
+            members = build_output_sets(sets_emb, self.K, self.metric, complete=self.complete_sets, cache_dir=self.cache_dir, progress=progress)
             if path is not None:
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -297,10 +297,18 @@ class CusText(EmbeddingMechanism):
                     warnings.warn(f"could not write the output-set cache {path} ({exc}); continuing without it", DeniableWarning, stacklevel=2)
                     path = None
         self.cache_file = path
+        ex = self._exclusion
+        if ex is not None:  # ids of the allowed words' embedding -> vocabulary ids
+            members = np.where(members >= 0, ex.allowed[np.maximum(members, 0)], -1)
         set_of = np.full(V + 1, members.shape[0], dtype=np.int64)
         g, j = np.nonzero(members >= 0)
         np.minimum.at(set_of, members[g, j], g)  # the first row holding a word is its own set
-        nearest = int(np.argmin(pairwise_distances(self.embedding.mean[None, :], self.embedding.vectors, _set_metric(self.metric))[0]))
+        metric = _set_metric(self.metric)
+        if ex is None:
+            nearest = int(np.argmin(pairwise_distances(self.embedding.mean[None, :], self.embedding.vectors, metric)[0]))
+        else:  # UNK and every excluded word: the output set of the nearest allowed word
+            nearest = int(nearest_allowed(self.embedding.vectors, self.embedding.mean, ex, metric)[0])
+            set_of[ex.excluded] = set_of[nearest_allowed(self.embedding.vectors, self.embedding.vectors[ex.excluded], ex, metric)]
         set_of[V] = set_of[nearest]
         self._members, self._set_of, self._cum = members, set_of, None
         return members
@@ -332,7 +340,7 @@ class CusText(EmbeddingMechanism):
     def _get_cum(self) -> np.ndarray:
         if self._cum is None:
             R = self.n_words + 1
-            cum = np.empty((R, min(self.K, self.n_words)))
+            cum = np.empty((R, self.precompute().shape[1]))
             for s in range(0, R, 4096):
                 rows = np.arange(s, min(R, s + 4096))
                 lg = self._logits(rows)
@@ -412,8 +420,7 @@ class CusText(EmbeddingMechanism):
         same = (sa == sb) & ~self._kept(a) & ~self._kept(b)
         return np.where(a == b, 0.0, np.where(same, 1.0, np.inf))
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         what = {"euclidean": "Euclidean distance", "angular": "angle", "cosine": "cosine similarity"}[self.metric]
         domain = f"the {self.n_words} vocabulary words and UNK (the vocabulary mean vector, in the output set of its nearest word)"
         if self.keep_stop_words:

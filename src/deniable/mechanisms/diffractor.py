@@ -30,62 +30,21 @@ from typing import Any
 import numpy as np
 
 from .._files import atomic_binary
-from .._validation import check_int, check_unit_interval
+from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..metrics import pairwise_distances
-from ..neighbors.neighborhoods import _progress, cache_directory, embedding_neighborhoods
-from ..text.stopwords import stop_word_ids
-from ._scan import FreeScanner
+from ..neighbors.neighborhoods import cache_directory
+from ._exclude import allowed_embedding, nearest_allowed
+from ._params import TEM_METRICS, check_cache_dir, check_flag, kept_stop_words
+from ._word_lists import greedy_word_list
 from .base import EmbeddingMechanism, Guarantee
-from .tem import TEM_METRICS, theorem3_gamma
+from .tem import truncation_gamma
 
 __all__ = ["Diffractor", "greedy_word_list"]
 
 _FORMAT = 1
 NOISES = ("geometric", "tem")
-
-
-def greedy_word_list(
-    embedding: Any, metric: str = "euclidean", *, start: int = 0, k: int = 128, cache_dir: Any = None, progress: bool | None = False
-) -> np.ndarray:
-    """A 1-D order of the whole vocabulary: start at word ``start`` (default 0, the most frequent
-    in GloVe-ordered files, as the authors' package starts at its file's first word), then
-    repeatedly append the nearest word not yet listed (ties by id). Exact: the cached k-nearest
-    lists give the answer when they still hold an unlisted word within their bound, otherwise the
-    unlisted words are scanned. Returns the ids in list order (int64)."""
-    V = len(embedding)
-    start = check_int("start", start, minimum=0)
-    if start >= V:
-        raise ValueError(f"start must be a word id below {V}, got {start}")
-    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=k, metric=metric, cache_dir=cache_dir, progress=progress)
-    bar = _progress(V, progress, f"1-Diffractor word list ({metric})")
-    scanner = FreeScanner(embedding.vectors, metric)
-    free = np.ones(V, dtype=bool)
-    order = np.empty(V, dtype=np.int64)
-    cur = start
-    free[start] = False
-    order[0] = start
-    for n in range(1, V):
-        s, e = nb.indptr[cur], nb.indptr[cur + 1]
-        ids = nb.indices[s:e]
-        ok = free[ids]
-        nxt = -1
-        if ok.any():
-            j = int(np.argmax(ok))
-            if nb.distances[s + j] <= nb.bound[cur]:
-                nxt = int(ids[j])
-        if nxt < 0:
-            nxt = int(scanner.nearest(cur, free, 1)[0])
-        free[nxt] = False
-        order[n] = nxt
-        cur = nxt
-        if bar is not None and n % 1024 == 0:
-            bar.update(1024)
-    if bar is not None:
-        bar.update(V - bar.n)
-        bar.close()
-    return order
 
 
 class Diffractor(EmbeddingMechanism):
@@ -152,6 +111,12 @@ class Diffractor(EmbeddingMechanism):
         k-nearest lists used to build the word lists quickly (exact either way).
     cache_dir
         Cache folder (``False``: memory only).
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): the
+        lists order the remaining words only (|W'| positions; γ from Theorem 3 with |W'|), and an
+        excluded word, as an input, takes in each list the position of its nearest remaining word
+        (as UNK does); an excluded stop word is not kept. A start word must not be excluded (the
+        default start, word 0, moves to the first remaining word). Same guarantee, with these lists.
 
     References
     ----------
@@ -178,8 +143,9 @@ class Diffractor(EmbeddingMechanism):
         gamma: float | None = None,
         k: int = 128,
         cache_dir: str | os.PathLike[str] | bool | None = None,
+        exclude_outputs: Any = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon)
+        super().__init__(embedding, epsilon=epsilon, exclude_outputs=exclude_outputs)
         if noise not in NOISES:
             raise ValueError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}")
         self.noise = noise
@@ -198,31 +164,17 @@ class Diffractor(EmbeddingMechanism):
         self.starts = self._check_starts(starts)
         #: (list embedding, metric, start id) of each list, in list order
         self.list_specs: list[tuple[Any, str, int]] = [(e, m, s0) for e in self.list_embeddings for m in self.metrics for s0 in self.starts]
-        if not isinstance(keep_stop_words, (bool, np.bool_)):
-            raise TypeError(f"keep_stop_words must be True or False, got {keep_stop_words!r}")
-        if stop_words is not None and not keep_stop_words:
-            raise ValueError("stop_words is used only with keep_stop_words=True; pass both")
-        self.keep_stop_words = bool(keep_stop_words)
+        self.keep_stop_words = check_flag("keep_stop_words", keep_stop_words)
         self._stop_words_given = stop_words is not None
-        self._is_stop = np.zeros(self.n_words, dtype=bool)
-        if self.keep_stop_words:
-            self._is_stop[stop_word_ids(self.vocabulary, stop_words)] = True
-        self.beta = check_unit_interval("beta", beta, open_low=True, open_high=True)
-        if gamma is None:
-            self.gamma = theorem3_gamma(self.epsilon, self.n_words, self.beta)
-            self._gamma_given = False
-        else:
-            if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or math.isnan(float(gamma)) or float(gamma) < 0:
-                raise ValueError(f"gamma must be a number >= 0 or None, got {gamma!r}")
-            self.gamma = float(gamma)
-            self._gamma_given = True
+        self._is_stop = kept_stop_words(self, self.keep_stop_words, stop_words)
+        # |W| of Theorem 3: the list length (the possible outputs)
+        self.beta, self.gamma, self._gamma_given = truncation_gamma(self.epsilon, int(self.allowed_output_ids.size), beta, gamma)
         self.k = check_int("k", k, minimum=1)
-        if not (cache_dir is None or cache_dir is False or isinstance(cache_dir, (str, os.PathLike))):
-            raise TypeError(f"cache_dir must be a path, None or False, got {type(cache_dir).__name__}")
-        self.cache_dir = cache_dir
+        self.cache_dir = check_cache_dir(cache_dir)
         self.cache_files: list[Path] = []
         self._order: np.ndarray | None = None  # (L, V) word id at each position
         self._pos: np.ndarray | None = None  # (L, V + 1) position of each row (row V = UNK)
+        self._built_specs = self._exclusion_specs(starts)
 
     def _check_lists(self, lists: Sequence[Any] | None) -> list[Any]:
         """The list embeddings, each restricted to the vocabulary's words in its order."""
@@ -247,6 +199,25 @@ class Diffractor(EmbeddingMechanism):
                     "the whole vocabulary: restrict the embeddings to their shared words first (Embedding.restrict(words=...))"
                 )
             out.append(e.restrict(words=words))
+        return out
+
+    def _exclusion_specs(self, starts: Any) -> list[tuple[Any, str, int]]:
+        """(embedding, metric, start) each list is built from: :attr:`list_specs`, or with
+        ``exclude_outputs`` the list embeddings restricted to the allowed words and the starts
+        as their ids there."""
+        ex = self._exclusion
+        if ex is None:
+            return list(self.list_specs)
+        where = np.full(self.n_words, -1, dtype=np.int64)
+        where[ex.allowed] = np.arange(ex.allowed.size)
+        subs = {id(e): allowed_embedding(e, ex) for e in self.list_embeddings}
+        out = []
+        for e, m, s0 in self.list_specs:
+            if where[s0] < 0:
+                if starts != 0:
+                    raise ValueError(f"start word {self.embedding.words[s0]!r} is excluded by exclude_outputs; pass starts= a word that is not excluded")
+                s0 = int(ex.allowed[0])  # the default start moves to the first allowed word
+            out.append((subs[id(e)], m, int(where[s0])))
         return out
 
     def _check_starts(self, starts: Sequence[str | int] | str | int) -> tuple[int, ...]:
@@ -277,7 +248,7 @@ class Diffractor(EmbeddingMechanism):
 
     def _load_or_build(self, emb: Any, metric: str, start: int, progress: bool | None = False) -> np.ndarray:
         path = self._cache_path(emb, metric, start)
-        V = self.n_words
+        V = len(emb)
         if path is not None and path.exists():
             try:
                 with np.load(path, allow_pickle=False) as z:
@@ -303,17 +274,24 @@ class Diffractor(EmbeddingMechanism):
         """Load or build (and cache) the word lists; returns ``order`` of shape ``(L, |W|)``."""
         if self._order is None or rebuild:
             if rebuild:
-                for e, m, s0 in self.list_specs:
+                for e, m, s0 in self._built_specs:
                     p = self._cache_path(e, m, s0)
                     if p is not None and p.exists():
                         p.unlink()
             self.cache_files = []
             V = self.n_words
-            order = np.stack([self._load_or_build(e, m, s0, progress) for e, m, s0 in self.list_specs])
+            order = np.stack([self._load_or_build(e, m, s0, progress) for e, m, s0 in self._built_specs])
+            ex = self._exclusion
+            if ex is not None:  # ids of the allowed words' embedding -> vocabulary ids
+                order = ex.allowed[order]
             pos = np.empty((len(self.list_specs), V + 1), dtype=np.int64)
             for l, (e, m, _) in enumerate(self.list_specs):
-                pos[l, order[l]] = np.arange(V)
-                nearest = int(np.argmin(pairwise_distances(e.mean[None, :], e.vectors, m)[0]))
+                pos[l, order[l]] = np.arange(order.shape[1])
+                if ex is None:
+                    nearest = int(np.argmin(pairwise_distances(e.mean[None, :], e.vectors, m)[0]))
+                else:  # UNK and every excluded word: the position of the nearest allowed word
+                    nearest = int(nearest_allowed(e.vectors, e.mean, ex, m)[0])
+                    pos[l, ex.excluded] = pos[l, nearest_allowed(e.vectors, e.vectors[ex.excluded], ex, m)]
                 pos[l, V] = pos[l, nearest]
             self._order, self._pos = order, pos
         return self._order
@@ -335,7 +313,7 @@ class Diffractor(EmbeddingMechanism):
         Geometric: log((1 − α)/(1 + α)) − ε·|j − i| inside the list, and at the ends the clamped
         tails, P[j = 0] = α^i/(1 + α) and P[j = V−1] = α^(V−1−i)/(1 + α) (all mass at or beyond
         an end lands on it). TEM: −(ε/2)·min(|j − i|, γ) minus its log-sum-exp."""
-        V = self.n_words
+        V = int(self.allowed_output_ids.size)  # the list length
         i = np.asarray(i, dtype=np.int64)
         if V == 1:
             return np.zeros((i.size, 1))
@@ -363,15 +341,15 @@ class Diffractor(EmbeddingMechanism):
         are computed at a time."""
         block = check_int("block", block, minimum=1)
         order = self.precompute()
-        L, V = order.shape
+        L = order.shape[0]
         ids = self._as_ids(np.asarray(ids)).ravel()
         rows = self._rows(ids)
-        out = np.empty((ids.size, V))
+        out = np.empty((ids.size, self.n_words))
         for s in range(0, rows.size, block):
             r = rows[s : s + block]
-            acc = np.full((r.size, V), -np.inf)
+            acc = np.full((r.size, self.n_words), -np.inf)
             for l in range(L):
-                part = np.empty((r.size, V))
+                part = np.full((r.size, self.n_words), -np.inf)  # excluded outputs (not in the lists): probability 0
                 part[:, order[l]] = self._position_log_probabilities(self._pos[l, r])  # type: ignore[index]
                 acc = np.logaddexp(acc, part) if L > 1 else part
             out[s : s + r.size] = acc - math.log(L) if L > 1 else acc
@@ -419,8 +397,7 @@ class Diffractor(EmbeddingMechanism):
             d = np.where((self._kept(a) | self._kept(b)) & (a != b), np.inf, d)
         return d
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         lists = ", ".join(self.metrics)
         if self._lists_given:
             lists += f" on {len(self.list_embeddings)} embedding(s)"

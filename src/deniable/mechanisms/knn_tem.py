@@ -17,23 +17,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._validation import check_int
-from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, metric_name, pairwise_distances
+from ..metrics import metric_name, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, log_probability_rows_by_block, self_probabilities_by_block
-from .base import EmbeddingMechanism, Guarantee
-from .santext import _check_cache_dir, _check_metric, _metric_text
+from ._em_base import ExponentialEmbeddingMechanism
+from ._exclude import restrict_neighborhoods
+from ._exponential import ExponentialSampler
 
 __all__ = ["KnnTEM"]
 
 
-class KnnTEM(EmbeddingMechanism):
+class KnnTEM(ExponentialEmbeddingMechanism):
     """k-nearest TEM: the exponential mechanism with scores truncated at the k-th nearest distance.
 
     For an input x let L_x be its k nearest vocabulary words (x itself first) and γ_x = d_k(x)
@@ -61,17 +58,19 @@ class KnnTEM(EmbeddingMechanism):
 
     Parameters
     ----------
-    embedding
-        A :class:`~deniable.embeddings.Embedding`.
-    epsilon
-        Privacy parameter ε > 0 (per unit of distance).
+    embedding, epsilon, metric
+        As for :class:`~deniable.mechanisms.santext.SanText`: a
+        :class:`~deniable.embeddings.Embedding`, ε > 0 per unit of distance, and the metric
+        (``"euclidean"`` by default).
     k
         Candidate-list size (k ≥ |W| gives the untruncated exponential mechanism, i.e. SanText).
-    metric
-        ``"euclidean"`` (default), ``"manhattan"``, ``"chebyshev"``, ``"angular"`` or a
-        vectorized metric callable.
     cache_dir
         Cache folder of the k-nearest tables, shared with TEM (``False``: memory only).
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): W
+        becomes the remaining words W', L_x the k nearest words of W' and γ_x the distance to the
+        k-th of them (still 1-Lipschitz: the k-th smallest of d(·, z) over the fixed set W'), so
+        the guarantee holds with the same proof. Every word remains a valid input.
 
     References
     ----------
@@ -80,7 +79,6 @@ class KnnTEM(EmbeddingMechanism):
     """
 
     name = "knn_tem"
-    metric: MetricLike  # the guarantee's metric (see EmbeddingMechanism.metric_space)
 
     def __init__(
         self,
@@ -90,57 +88,57 @@ class KnnTEM(EmbeddingMechanism):
         k: int = 20,
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
         cache_dir: str | os.PathLike[str] | bool | None = None,
+        exclude_outputs: Any = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon)
-        self.k = check_int("k", k, minimum=1)
-        _check_metric(metric)
-        _check_cache_dir(cache_dir)
-        self.metric = metric
-        self.cache_dir = cache_dir
-        self.cache_file: Path | None = None
-        self._pts = PointsWithUnk(self.embedding.vectors, self.embedding.mean)
-        self._nb: Neighborhoods | None = None
-        self._sampler: ExponentialSampler | None = None
+        super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
 
     @property
     def _kk(self) -> int:
-        return min(self.k, self.n_words)
+        return min(self.k, self._n_out)
+
+    @property
+    def _n_out(self) -> int:
+        """Number of possible outputs (the vocabulary less ``exclude_outputs``)."""
+        return int(self.allowed_output_ids.size)
 
     # -- pre-processing ------------------------------------------------------------------------
     def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
         """The k-nearest lists with exact truncation radii γ_x (rows: words, then UNK); built from
         the cached k-nearest table (k ≥ 128 stored, shared with TEM)."""
         if self._nb is None or rebuild:
-            kk = self._kk
+            kk, n_out = self._kk, self._n_out
             big, self.cache_file = embedding_neighborhoods(
-                self.embedding, kind="knn", k=max(128, kk + 1) if kk < self.n_words else kk, metric=self.metric,
+                self.embedding, kind="knn", k=max(128, kk + 1) if kk < n_out else self.n_words, metric=self.metric,
                 cache_dir=self.cache_dir, progress=progress, rebuild=rebuild,
             )
+            if self._exclusion is not None:  # targets: positions among the allowed words (rows too short are recomputed below)
+                big = restrict_neighborhoods(big, self._exclusion)
             R = big.n_rows
             sizes = np.diff(big.indptr)
-            pos = big.indptr[:-1, None] + np.arange(kk)[None, :]
+            pos = np.minimum(big.indptr[:-1, None] + np.arange(kk)[None, :], max(big.nnz - 1, 0))
             ids = big.indices[pos].astype(np.int32)
             dist = big.distances[pos]
             gam = dist[:, -1].copy()
             # the first k entries are the k nearest when the k-th distance is within the bound
             # (the float32 pre-processing may lower the bound a little); otherwise recompute
             bad = np.flatnonzero((gam > big.bound) | (sizes < kk))
+            targets = self.embedding.vectors if self._exclusion is None or bad.size == 0 else self.embedding.vectors[self._exclusion.allowed]
             for r in bad:
-                row = pairwise_distances(self._pts[np.array([r])], self.embedding.vectors, self.metric)[0]
+                row = pairwise_distances(self._pts[np.array([r])], targets, self.metric)[0]
                 o = np.lexsort((np.arange(row.size), row))[:kk]
                 ids[r], dist[r] = o, row[o]
             gam = dist[:, -1].copy()
-            if kk >= self.n_words:
+            if kk >= n_out:
                 gam[:] = np.inf
             self._nb = Neighborhoods(
                 indptr=np.arange(R + 1, dtype=np.int64) * kk,
                 indices=ids.reshape(-1),
                 distances=dist.reshape(-1),
-                bound=gam if kk < self.n_words else np.full(R, np.inf),
+                bound=gam if kk < n_out else np.full(R, np.inf),
                 kind="knn",
                 param=float(kk),
                 metric=metric_name(self.metric),
-                n_vocab=self.n_words,
+                n_vocab=n_out,
                 fingerprint=self.embedding.fingerprint,
             )
             self._sampler = None
@@ -153,62 +151,25 @@ class KnnTEM(EmbeddingMechanism):
     def _radii(self) -> np.ndarray:
         """γ of every row (words, then UNK); ∞ when k covers the vocabulary."""
         nb = self.precompute()
-        return nb.distances[nb.indptr[1:] - 1] if self._kk < self.n_words else np.full(nb.n_rows, np.inf)
+        return nb.distances[nb.indptr[1:] - 1] if self._kk < self._n_out else np.full(nb.n_rows, np.inf)
 
     def _get_sampler(self) -> ExponentialSampler:
         if self._sampler is None:
             nb = self.precompute()
-            self._sampler = ExponentialSampler(self._pts, self.embedding.vectors, nb, self.epsilon / 2.0, nb.bound, self.metric)
+            self._sampler = ExponentialSampler(self._pts, self._output_vectors(), nb, self.epsilon / 2.0, nb.bound, self.metric)
         return self._sampler
 
     # -- the distribution ----------------------------------------------------------------------
-    def _row(self, word_or_id: str | int) -> int:
-        i = self.id_of(word_or_id, oov="unk")
-        return self.n_words if i == UNK_ID else i
-
-    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """log P[M(x) = y] for every vocabulary word y (closed form; the one-row case of
-        :meth:`log_probability_rows`)."""
-        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
-
-    def probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """P[M(x) = y] over the vocabulary (float64, sums to 1)."""
-        p = np.exp(self.log_probabilities(word_or_id))
-        return p / p.sum()
-
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
         with one distance computation per ``block`` rows."""
-        gam = self._radii()
-
-        def scores_of(r: np.ndarray) -> np.ndarray:
-            return np.minimum(pairwise_distances(self._pts[r], self.embedding.vectors, self.metric), gam[r][:, None])
-
-        return log_probability_rows_by_block(self, ids, self.n_words, scores_of, block)[1]
+        return self._over_vocabulary(self._log_rows(ids, block, radii=self._radii())[1])
 
     def self_probabilities(self, ids: Any, epsilons: Any, *, block: int = 64) -> np.ndarray:
         """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (same k and
         metric; γ_w does not depend on ε), ``(len(ids), len(epsilons))`` float64, closed form
         with each word's distances computed once for the whole grid (for N_w calibration)."""
-        gam = self._radii()
-
-        def scores_of(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            d = pairwise_distances(self._pts[b], self.embedding.vectors, self.metric)
-            np.minimum(d, gam[b][:, None], out=d)
-            return d, d[np.arange(b.size), b]
-
-        return self_probabilities_by_block(self, ids, epsilons, scores_of, block)[1]
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return Guarantee(self.epsilon, _metric_text(self.metric), self._domain)
-
-    def epsilon_dependent_params(self) -> frozenset[str] | None:
-        return frozenset()  # every parameter is the user's choice
+        return self._self_rows(ids, epsilons, block, radii=self._radii())[1]
 
     def _params(self) -> dict[str, Any]:
         return {"k": self.k, "metric": metric_name(self.metric)}
-
-    def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        rows = np.where(ids == UNK_ID, self.n_words, ids)
-        return self._get_sampler().sample(rows, rng)

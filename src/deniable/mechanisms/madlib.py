@@ -52,18 +52,29 @@ class Madlib(EmbeddingMechanism):
         (exact), ``"faiss-hnsw"`` / ``"faiss-ivf"`` (approximate), or an object with ``search``.
     batch_size
         Tokens per noise/search batch (bounds memory).
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``, a file, or a list; see
+        :mod:`deniable.mechanisms._exclude`): the nearest word is searched among the others only,
+        which is post-processing of the noisy vector, so the guarantee is unchanged. Needs an
+        index name (the index is built over the remaining words).
     """
 
     name = "madlib"
 
-    def __init__(self, embedding: Any, *, epsilon: float, index: str | SearchIndex = "exact", batch_size: int = 8192) -> None:
-        super().__init__(embedding, epsilon=epsilon)
+    def __init__(
+        self, embedding: Any, *, epsilon: float, index: str | SearchIndex = "exact", batch_size: int = 8192, exclude_outputs: Any = None
+    ) -> None:
+        super().__init__(embedding, epsilon=epsilon, exclude_outputs=exclude_outputs)
         if self.embedding.dim / self.epsilon > 1e30:
             # the noise magnitude (mean d/ε) would overflow float32 and every output would be arbitrary
             raise ValueError(f"epsilon={epsilon!r} is too small for this {self.embedding.dim}-dimensional embedding (noise would overflow float32); use epsilon >= {self.embedding.dim / 1e30:.3g}")
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self._index_spec = index if isinstance(index, str) else type(index).__name__
-        self.index = make_index(index, self.embedding.vectors)
+        ex = self._exclusion
+        if ex is not None and not isinstance(index, str):
+            raise ValueError("exclude_outputs needs an index name (the index is built over the words that remain); pass index='exact' or another name")
+        # with excluded outputs the index holds the allowed words only; its ids are mapped back
+        self.index = make_index(index, self.embedding.vectors if ex is None else self.embedding.vectors[ex.allowed])
 
     def sample_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` noise vectors of this mechanism (float64 ``(n, dim)``)."""
@@ -75,10 +86,9 @@ class Madlib(EmbeddingMechanism):
             chunk = ids[s : s + self.batch_size]
             noisy = self.points(chunk) + self.sample_noise(chunk.shape[0], rng)
             out[s : s + chunk.shape[0]] = self.index.search(noisy.astype(np.float32))
-        return out
+        return out if self._exclusion is None else self._exclusion.allowed[out]
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         return Guarantee(self.epsilon, "Euclidean distance between embedding vectors", self._domain)
 
     def _params(self) -> dict[str, Any]:
@@ -91,4 +101,5 @@ class Madlib(EmbeddingMechanism):
         """``"radial"`` with an exact nearest-neighbour search (the noise is R·u, R ~ Gamma(d, 1/ε),
         so one set of directions measures every ε); an approximate search changes which word is
         returned, so it is measured like any other mechanism."""
-        return "radial" if self._index_spec in ("exact", "faiss-flat") else super().calibration_estimator()
+        exact = self._index_spec in ("exact", "faiss-flat") and self._exclusion is None  # the radial estimator searches every word
+        return "radial" if exact else super().calibration_estimator()

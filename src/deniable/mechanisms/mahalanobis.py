@@ -87,7 +87,7 @@ class Mahalanobis(Madlib):
 
     Parameters
     ----------
-    embedding, epsilon, index, batch_size
+    embedding, epsilon, index, batch_size, exclude_outputs
         As for :class:`~deniable.mechanisms.madlib.Madlib`.
     lam
         Regularization λ ∈ [0, 1]; 0 gives Madlib, 1 the plain Mahalanobis norm.
@@ -103,9 +103,10 @@ class Mahalanobis(Madlib):
         lam: float = 0.5,
         index: str | SearchIndex = "exact",
         batch_size: int = 8192,
+        exclude_outputs: Any = None,
     ) -> None:
         self.lam = check_unit_interval("lam", lam)
-        super().__init__(embedding, epsilon=epsilon, index=index, batch_size=batch_size)
+        super().__init__(embedding, epsilon=epsilon, index=index, batch_size=batch_size, exclude_outputs=exclude_outputs)
         self.sigma, self._sqrt, self._inv_sqrt = _regularized_factors(self.embedding, self.lam)
 
     def sample_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -130,8 +131,7 @@ class Mahalanobis(Madlib):
         pts = self.embedding.vectors.astype(np.float64) @ self._inv_sqrt
         return MetricSpace(pts, "euclidean", key=("mahalanobis", self.embedding.fingerprint, self.lam))
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         return Guarantee(self.epsilon, f"regularized Mahalanobis distance (lam={self.lam:g}) between embedding vectors", self._domain)
 
     def _params(self) -> dict[str, Any]:

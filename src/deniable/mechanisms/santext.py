@@ -17,41 +17,24 @@ import hashlib
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._validation import check_int, check_unit_interval
+from .._validation import check_unit_interval
 from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, MetricSpace, metric_name, pairwise_distances
+from ..metrics import MetricSpace, metric_name
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._exponential import ExponentialSampler, PointsWithUnk, log_probability_rows_by_block, self_probabilities_by_block, subset_knn
-from .base import EmbeddingMechanism, Guarantee
-from .tem import _METRIC_TEXT, TEM_METRICS
+from ._em_base import ExponentialEmbeddingMechanism
+from ._exclude import restrict_neighborhoods
+from ._exponential import ExponentialSampler, subset_knn
+from ._params import metric_text
+from .base import Guarantee
 
 __all__ = ["SanText", "SanTextPlus"]
 
 
-def _check_metric(metric: Any) -> None:
-    if isinstance(metric, str):
-        if metric not in TEM_METRICS:
-            raise ValueError(f"metric must be one of {', '.join(TEM_METRICS)} or a callable f(A, B), got {metric!r}")
-    elif not callable(metric):
-        raise TypeError(f"metric must be a metric name or a callable f(A, B), got {type(metric).__name__}")
-
-
-def _check_cache_dir(cache_dir: Any) -> None:
-    if not (cache_dir is None or cache_dir is False or isinstance(cache_dir, (str, os.PathLike))):
-        raise TypeError(f"cache_dir must be a path, None or False, got {type(cache_dir).__name__}")
-
-
-def _metric_text(metric: Any) -> str:
-    text = _METRIC_TEXT.get(metric) if isinstance(metric, str) else None
-    return text or f"user metric {metric_name(metric)} between embedding vectors (must be a true metric)"
-
-
-class SanText(EmbeddingMechanism):
+class SanText(ExponentialEmbeddingMechanism):
     """SanText: every word is replaced by a vocabulary word drawn by the exponential mechanism.
 
     For an input word x the output y ∈ W (the whole vocabulary, x included) has probability
@@ -82,6 +65,11 @@ class SanText(EmbeddingMechanism):
         TEM's cache).
     cache_dir
         Cache folder (default ``$DENIABLE_CACHE_DIR`` or ``~/.cache/deniable``); ``False``: memory only.
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): the
+        output set W becomes the remaining words (the normalizer runs over them only; the
+        exponential mechanism is ε·d-private for any fixed output set). Every word remains a
+        valid input.
 
     References
     ----------
@@ -91,88 +79,29 @@ class SanText(EmbeddingMechanism):
     """
 
     name = "santext"
-    metric: MetricLike  # the guarantee's metric (see EmbeddingMechanism.metric_space)
-
-    def __init__(
-        self,
-        embedding: Any,
-        *,
-        epsilon: float,
-        metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
-        k: int = 128,
-        cache_dir: str | os.PathLike[str] | bool | None = None,
-    ) -> None:
-        super().__init__(embedding, epsilon=epsilon)
-        _check_metric(metric)
-        _check_cache_dir(cache_dir)
-        self.metric = metric
-        self.k = check_int("k", k, minimum=1)
-        self.cache_dir = cache_dir
-        self.cache_file: Path | None = None
-        self._pts = PointsWithUnk(self.embedding.vectors, self.embedding.mean)
-        self._nb: Neighborhoods | None = None
-        self._sampler: ExponentialSampler | None = None
 
     # -- targets: the words an input can become ----------------------------------------------
     @property
     def target_ids(self) -> np.ndarray:
-        """Vocabulary ids of the possible replacements (all words for SanText)."""
-        return np.arange(self.n_words)
-
-    def _row(self, word_or_id: str | int) -> int:
-        i = self.id_of(word_or_id, oov="unk")
-        return self.n_words if i == UNK_ID else i
-
-    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """log P[M(x) = y] for every vocabulary word y (closed form, log-sum-exp; the one-row
-        case of :meth:`log_probability_rows`)."""
-        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
-
-    def _em_log_probability_rows(self, ids: Any, block: int) -> tuple[np.ndarray, np.ndarray]:
-        """(validated ids, log of the exponential mechanism over the targets for each of them:
-        ``(len(ids), len(target_ids))``), ``block`` rows per distance computation."""
-        targets = self.embedding.vectors[self.target_ids]
-        return log_probability_rows_by_block(self, ids, targets.shape[0], lambda r: pairwise_distances(self._pts[r], targets, self.metric), block)
+        """Vocabulary ids of the possible replacements (all words for SanText, less ``exclude_outputs``)."""
+        return self.allowed_output_ids
 
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
         """``log P[M(x) = y]`` for each id in ``ids`` (UNK_ID allowed) and every word y,
         ``(len(ids), V)``: :meth:`log_probabilities` row by row, with one distance computation
         per ``block`` rows."""
-        return self._em_log_probability_rows(ids, block)[1]
-
-    def probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """P[M(x) = y] over the vocabulary (float64, sums to 1)."""
-        p = np.exp(self.log_probabilities(word_or_id))
-        return p / p.sum()
+        return self._over_vocabulary(self._log_rows(ids, block, target_ids=self.target_ids)[1])
 
     def self_probabilities(self, ids: Any, epsilons: Any, *, block: int = 64) -> np.ndarray:
         """``P[M(w) = w]`` for vocabulary ids ``w`` at each ε of ``epsilons`` (this instance's
         other parameters), ``(len(ids), len(epsilons))`` float64, in closed form: the
         distances of a word are computed once for the whole ε grid (what N_w calibration
         needs; :meth:`probabilities` per word and ε recomputes them each time)."""
-        t = self.target_ids
-        pos = np.full(self.n_words, -1, dtype=np.int64)
-        pos[t] = np.arange(t.size)
-        targets = self.embedding.vectors[t]
-
-        def scores_of(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            d = pairwise_distances(self._pts[b], targets, self.metric)
-            p = pos[b]
-            return d, np.where(p >= 0, d[np.arange(b.size), np.maximum(p, 0)], np.nan)
-
-        ids, em = self_probabilities_by_block(self, ids, epsilons, scores_of, block)
-        return self._self_from_em(ids, em)
+        return self._self_from_em(*self._self_rows(ids, epsilons, block, target_ids=self.target_ids))
 
     def _self_from_em(self, ids: np.ndarray, em: np.ndarray) -> np.ndarray:
         """P[M(w) = w] from the exponential mechanism's own-word probabilities (SanText: equal)."""
         return em
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return Guarantee(self.epsilon, _metric_text(self.metric), self._domain)
-
-    def epsilon_dependent_params(self) -> frozenset[str] | None:
-        return frozenset()  # every parameter is the user's choice
 
     def _params(self) -> dict[str, Any]:
         return {"metric": metric_name(self.metric)}
@@ -181,20 +110,18 @@ class SanText(EmbeddingMechanism):
     def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
         """Load or build (and cache) the k-nearest table; sampling calls this on first use."""
         if self._nb is None or rebuild:
-            self._nb, self.cache_file = embedding_neighborhoods(
+            nb, self.cache_file = embedding_neighborhoods(
                 self.embedding, kind="knn", k=self.k, metric=self.metric, cache_dir=self.cache_dir, progress=progress, rebuild=rebuild
             )
+            # with excluded outputs: the same table without them, targets numbered by position among the allowed words
+            self._nb = nb if self._exclusion is None else restrict_neighborhoods(nb, self._exclusion)
             self._sampler = None
         return self._nb
 
     def _get_sampler(self) -> ExponentialSampler:
         if self._sampler is None:
-            self._sampler = ExponentialSampler(self._pts, self.embedding.vectors, self.precompute(), self.epsilon / 2.0, math.inf, self.metric)
+            self._sampler = ExponentialSampler(self._pts, self._output_vectors(), self.precompute(), self.epsilon / 2.0, math.inf, self.metric)
         return self._sampler
-
-    def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        rows = np.where(ids == UNK_ID, self.n_words, ids)
-        return self._get_sampler().sample(rows, rng)
 
 
 class SanTextPlus(SanText):
@@ -248,6 +175,11 @@ class SanTextPlus(SanText):
         command-line default is 0.2).
     sensitive
         Explicit sensitive words V_S (then :meth:`fit` is refused); unknown words raise ``KeyError``.
+    exclude_outputs
+        Words never output (see :class:`SanText`): they leave V_S (replacements are drawn from the
+        other sensitive words), and a non-sensitive word that is excluded is always replaced
+        instead of kept (it joins the always-replaced inputs, which only strengthens its
+        protection). ``ValueError`` when no sensitive word remains.
 
     References
     ----------
@@ -278,8 +210,9 @@ class SanTextPlus(SanText):
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
         k: int = 128,
         cache_dir: str | os.PathLike[str] | bool | None = None,
+        exclude_outputs: Any = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir)
+        super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
         self.w = check_unit_interval("w", w)
         self.p = check_unit_interval("p", p)
         V = self.n_words
@@ -299,7 +232,17 @@ class SanTextPlus(SanText):
             self._set_sets(ids, open_)
 
     def _set_sets(self, targets: np.ndarray, non_sensitive: np.ndarray) -> None:
-        """Install V_S (``targets``, sorted ids) and the mask of V_N; drops derived tables."""
+        """Install V_S (``targets``, sorted ids) and the mask of V_N, less the excluded outputs
+        (an excluded word is neither a replacement nor kept verbatim); drops derived tables."""
+        targets = np.asarray(targets, dtype=np.int64)
+        if self._exclusion is not None:
+            targets = targets[self._exclusion.mask[targets]]
+            non_sensitive = np.asarray(non_sensitive, dtype=bool) & self._exclusion.mask
+            if targets.size == 0:
+                raise ValueError(
+                    "every sensitive word is excluded by exclude_outputs, so SanText+ has no replacement word; "
+                    "exclude fewer words or make more words sensitive (a larger w, or more words in sensitive=)"
+                )
         self._targets = np.ascontiguousarray(targets, dtype=np.int64)
         self.is_sensitive = np.zeros(self.n_words, dtype=bool)
         self.is_sensitive[self._targets] = True
@@ -401,15 +344,10 @@ class SanTextPlus(SanText):
         """Mask of ``ids`` (UNK_ID allowed) that are replaced with probability 1."""
         return (ids == UNK_ID) | ~self.is_non_sensitive[np.maximum(ids, 0)]
 
-    def log_probabilities(self, word_or_id: str | int) -> np.ndarray:
-        """log P[M(x) = y] for every vocabulary word y (−inf where impossible): the one-row case
-        of :meth:`log_probability_rows`."""
-        return self.log_probability_rows(np.array([self.id_of(word_or_id, oov="unk")]))[0]
-
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
-        """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
-        with one distance computation per ``block`` rows."""
-        ids, em = self._em_log_probability_rows(ids, block)
+        """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``
+        (−inf where impossible), with one distance computation per ``block`` rows."""
+        ids, em = self._log_rows(ids, block, target_ids=self._targets)
         out = np.full((ids.size, self.n_words), -np.inf)
         replaced = self._always_replaced(ids)
         shift = np.where(replaced, 0.0, math.log(self.p) if self.p > 0 else -np.inf)
@@ -418,10 +356,6 @@ class SanTextPlus(SanText):
             r = np.flatnonzero(~replaced)
             out[r, ids[r]] = np.logaddexp(out[r, ids[r]], math.log1p(-self.p))
         return out
-
-    def probabilities(self, word_or_id: str | int) -> np.ndarray:
-        p = np.exp(self.log_probabilities(word_or_id))
-        return p / p.sum()
 
     def _self_from_em(self, ids: np.ndarray, em: np.ndarray) -> np.ndarray:
         # a word that is always replaced comes back only as its own replacement (0 unless it is
@@ -440,8 +374,7 @@ class SanTextPlus(SanText):
             d = np.where(open_ & (a != b), np.inf, d)
         return d
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         n_s = int(self._targets.size)
         n_open = int(self.is_non_sensitive.sum())
         if self.fitted:
@@ -458,7 +391,7 @@ class SanTextPlus(SanText):
                 f"(the vocabulary mean vector); the other {n_open} words are non-sensitive: kept verbatim with probability {1 - self.p:g}, "
                 f"no metric-DP guarantee, and on sensitive outputs the ratio against an always-replaced word is bounded only by exp(epsilon*d)/p"
             )
-        return Guarantee(self.epsilon, _metric_text(self.metric), domain)
+        return Guarantee(self.epsilon, metric_text(self.metric), domain)
 
     def _params(self) -> dict[str, Any]:
         p: dict[str, Any] = {}
@@ -476,7 +409,7 @@ class SanTextPlus(SanText):
 
     def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
         if self._nb is None or rebuild:
-            if self._targets.size == self.n_words:
+            if np.array_equal(self._targets, self.allowed_output_ids):  # every allowed word is sensitive: SanText's table
                 return super().precompute(progress=progress, rebuild=rebuild)
             if rebuild and self.cache_file is not None and self.cache_file.exists():
                 self.cache_file.unlink()
@@ -493,8 +426,7 @@ class SanTextPlus(SanText):
         return self._sampler
 
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        V = self.n_words
-        rows = np.where(ids == UNK_ID, V, ids)
+        rows = self._sampler_rows(ids)
         out = ids.copy()
         if self.p >= 1 or not self.is_non_sensitive.any():
             replace = np.ones(ids.shape[0], dtype=bool)  # no draw: the same samples as SanText

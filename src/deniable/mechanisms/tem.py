@@ -11,33 +11,24 @@ import math
 import numbers
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._validation import check_int, check_unit_interval
-from ..embeddings.embedding import UNK_ID
-from ..metrics import MetricLike, metric_name, pairwise_distances
+from ..metrics import metric_name, pairwise_distances
 from ..neighbors.neighborhoods import KnnIds, Neighborhoods, embedding_neighborhoods, row_distances
-from ._exponential import ExponentialSampler, PointsWithUnk, RowSubset, SamplingTables, log_probability_rows_by_block
-from .base import EmbeddingMechanism, Guarantee
+from ._em_base import ExponentialEmbeddingMechanism
+from ._exclude import restrict_neighborhoods, restrict_rows
+from ._exponential import ExponentialSampler, RowSubset, SamplingTables
+from ._params import TEM_METRICS
 
-__all__ = ["TEM", "theorem3_gamma", "TEM_METRICS"]
+__all__ = ["TEM", "theorem3_gamma", "truncation_gamma", "TEM_METRICS"]
 
 #: ``storage="auto"`` keeps distances and per-ε sampling tables in memory up to this many table
 #: entries ((|W|+1)·k; ~40 bytes each while building), and uses the compact ids-only table above.
 _COMPACT_ENTRIES = 8_000_000
 _COMPACT_ROWS = 256  # rows whose distances are recomputed at once by the compact sampler
-
-#: Metrics TEM accepts by name (besides a callable): all true metrics on real vectors.
-TEM_METRICS = ("euclidean", "manhattan", "chebyshev", "angular")
-_METRIC_TEXT = {
-    "euclidean": "Euclidean distance between embedding vectors",
-    "manhattan": "Manhattan (L1) distance between embedding vectors",
-    "chebyshev": "Chebyshev (L-infinity) distance between embedding vectors",
-    "angular": "angular distance (arccos of cosine similarity, radians) between embedding vectors",
-}
 
 
 def theorem3_gamma(epsilon: float, n_words: int, beta: float) -> float:
@@ -49,7 +40,21 @@ def theorem3_gamma(epsilon: float, n_words: int, beta: float) -> float:
     return 2.0 / epsilon * math.log(x)
 
 
-class TEM(EmbeddingMechanism):
+def truncation_gamma(epsilon: float, n_outputs: int, beta: float, gamma: Any) -> tuple[float, float, bool]:
+    """``(beta, gamma, gamma_given)`` of a TEM-style truncation: β checked in (0, 1), and γ as
+    given (a number ≥ 0) or, when ``gamma`` is None, :func:`theorem3_gamma` over ``n_outputs``
+    possible outputs (|W| of Theorem 3)."""
+    beta = check_unit_interval("beta", beta, open_low=True, open_high=True)
+    if gamma is None:
+        return beta, theorem3_gamma(epsilon, n_outputs, beta), False
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+        raise TypeError(f"gamma must be a real number >= 0 or None, got {gamma!r} ({type(gamma).__name__})")
+    if math.isnan(float(gamma)) or float(gamma) < 0:
+        raise ValueError(f"gamma must be >= 0, got {gamma!r}")
+    return beta, float(gamma), True
+
+
+class TEM(ExponentialEmbeddingMechanism):
     """TEM, the metric truncated exponential mechanism (Algorithm 2), sampled exactly and fast.
 
     For an input word w, every vocabulary word y gets the score −min(d(w, y), γ); TEM outputs y
@@ -109,10 +114,9 @@ class TEM(EmbeddingMechanism):
 
     Parameters
     ----------
-    embedding
-        A :class:`~deniable.embeddings.Embedding`.
-    epsilon
-        Privacy parameter ε > 0 (per unit of the metric).
+    embedding, epsilon
+        The :class:`~deniable.embeddings.Embedding`, and the privacy parameter ε > 0 (per unit
+        of the metric).
     beta
         β in (0, 1) of Theorem 3, used for γ when ``gamma`` is None.
     gamma
@@ -133,6 +137,11 @@ class TEM(EmbeddingMechanism):
     storage
         ``"auto"`` (default), ``"table"`` (distances and sampling tables in memory: fastest
         sampling, (|W|+1)·k·~28 bytes) or ``"compact"`` (ids only, memory-mapped; ``knn`` only).
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): the
+        output set W becomes the remaining words W' (the normalizer runs over W' only; Theorem 2's
+        proof holds for any fixed output set), and the derived γ uses |W'| for |W|. Every word
+        remains a valid input.
 
     References
     ----------
@@ -141,7 +150,6 @@ class TEM(EmbeddingMechanism):
     """
 
     name = "tem"
-    metric: MetricLike  # the guarantee's metric (see EmbeddingMechanism.metric_space)
 
     def __init__(
         self,
@@ -156,35 +164,14 @@ class TEM(EmbeddingMechanism):
         cache_dir: str | os.PathLike[str] | bool | None = None,
         memory_bytes: int = 64 << 20,
         storage: str = "auto",
+        exclude_outputs: Any = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon)
-        self.beta = check_unit_interval("beta", beta, open_low=True, open_high=True)
-        if gamma is None:
-            self.gamma = theorem3_gamma(self.epsilon, self.n_words, self.beta)
-            self._gamma_given = False
-        else:
-            if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
-                raise TypeError(f"gamma must be a real number >= 0 or None, got {gamma!r} ({type(gamma).__name__})")
-            if math.isnan(float(gamma)) or float(gamma) < 0:
-                raise ValueError(f"gamma must be >= 0, got {gamma!r}")
-            self.gamma = float(gamma)
-            self._gamma_given = True
-        if isinstance(metric, str):
-            if metric not in TEM_METRICS:
-                raise ValueError(
-                    f"metric must be one of {', '.join(TEM_METRICS)} or a callable f(A, B), got {metric!r}"
-                    + (" (hamming needs binary codes; TEM works on real-valued embedding vectors)" if metric == "hamming" else "")
-                )
-        elif not callable(metric):
-            raise TypeError(f"metric must be a metric name or a callable f(A, B), got {type(metric).__name__}")
-        self.metric = metric
-        self.k = check_int("k", k, minimum=1)
+        super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
+        # |W| of Theorem 3 is the number of possible outputs
+        self.beta, self.gamma, self._gamma_given = truncation_gamma(self.epsilon, int(self.allowed_output_ids.size), beta, gamma)
         if neighbors not in ("knn", "radius"):
             raise ValueError(f"neighbors must be 'knn' or 'radius', got {neighbors!r}")
         self.neighbors = neighbors
-        if not (cache_dir is None or cache_dir is False or isinstance(cache_dir, (str, os.PathLike))):
-            raise TypeError(f"cache_dir must be a path, None or False, got {type(cache_dir).__name__}")
-        self.cache_dir = cache_dir
         self.memory_bytes = check_int("memory_bytes", memory_bytes, minimum=1 << 16)
         if storage not in ("auto", "table", "compact"):
             raise ValueError(f"storage must be 'auto', 'table' or 'compact', got {storage!r}")
@@ -194,16 +181,10 @@ class TEM(EmbeddingMechanism):
         if storage == "auto":
             storage = "compact" if neighbors == "knn" and (self.n_words + 1) * self.k > _COMPACT_ENTRIES else "table"
         self.storage = storage
-        self.cache_file: Path | None = None
         self._nb: Neighborhoods | KnnIds | None = None
         self._tables: SamplingTables | None = None
-        self._pts = PointsWithUnk(self.embedding.vectors, self.embedding.mean)
 
     # -- the distribution ------------------------------------------------------------------
-    def _row(self, word_or_id: str | int, oov: str) -> int:
-        i = self.id_of(word_or_id, oov=oov)
-        return self.n_words if i == UNK_ID else i
-
     def distances_from(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
         """d(w, y) for every vocabulary word y (float64, shape ``(|W|,)``). With ``oov="unk"``
         (default, as :meth:`privatize`) an out-of-vocabulary word is UNK, the vocabulary mean;
@@ -214,29 +195,10 @@ class TEM(EmbeddingMechanism):
         """d(q_r, y) for query rows ``rows`` (words, then UNK = row V) and every word y."""
         return pairwise_distances(self._pts[rows], self.embedding.vectors, self.metric)
 
-    def log_probabilities(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
-        """log P[M(w) = y] for every vocabulary word y, in closed form (log-sum-exp); ``oov`` as
-        in :meth:`distances_from`."""
-        r = self._row(word_or_id, oov)
-        return self.log_probability_rows(np.array([UNK_ID if r == self.n_words else r]))[0]
-
-    def probabilities(self, word_or_id: str | int, *, oov: str = "unk") -> np.ndarray:
-        """P[M(w) = y] ∝ exp(−(ε/2)·min(d(w, y), γ)) over the vocabulary (float64, sums to 1);
-        an out-of-vocabulary word is UNK (``oov`` as in :meth:`distances_from`)."""
-        p = np.exp(self.log_probabilities(word_or_id, oov=oov))
-        return p / p.sum()
-
     def log_probability_rows(self, ids: Any, *, block: int = 64) -> np.ndarray:
-        """:meth:`log_probabilities` for each id in ``ids`` (UNK_ID allowed), ``(len(ids), V)``,
-        with one distance computation per ``block`` rows."""
-        return log_probability_rows_by_block(self, ids, self.n_words, lambda r: np.minimum(self._row_distances(r), self.gamma), block)[1]
-
-    @property
-    def guarantee(self) -> Guarantee:
-        text = _METRIC_TEXT.get(self.metric) if isinstance(self.metric, str) else None
-        if text is None:
-            text = f"user metric {metric_name(self.metric)} between embedding vectors (must be a true metric)"
-        return Guarantee(self.epsilon, text, self._domain)
+        """:meth:`log_probabilities` (P[M(w) = y] ∝ exp(−(ε/2)·min(d(w, y), γ))) for each id in
+        ``ids`` (UNK_ID allowed), ``(len(ids), V)``, with one distance computation per ``block`` rows."""
+        return self._over_vocabulary(self._log_rows(ids, block, radii=self.gamma)[1])
 
     def epsilon_dependent_params(self) -> frozenset[str] | None:
         """``{"gamma"}`` when γ is derived from β and ε, else none."""
@@ -244,7 +206,7 @@ class TEM(EmbeddingMechanism):
 
     def calibration_estimator(self) -> str:
         """``"kernel"`` (exact distance histograms) for the Euclidean metric, else as the base class."""
-        return "kernel" if self.metric == "euclidean" else super().calibration_estimator()
+        return "kernel" if self.metric == "euclidean" and self._exclusion is None else super().calibration_estimator()
 
     def _params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"gamma": round(self.gamma, 6)}
@@ -298,21 +260,25 @@ class TEM(EmbeddingMechanism):
             nb = self.precompute()
             if not isinstance(nb, Neighborhoods):
                 raise RuntimeError("in-memory sampling tables need storage='table'")
-            self._tables = SamplingTables.from_neighborhoods(nb, self.epsilon / 2.0, self.gamma, self.n_words)
+            if self._exclusion is not None:  # the table over the allowed outputs only
+                nb = restrict_neighborhoods(nb, self._exclusion)
+            self._tables = SamplingTables.from_neighborhoods(nb, self.epsilon / 2.0, self.gamma, int(self.allowed_output_ids.size))
         return self._tables
 
     # -- sampling --------------------------------------------------------------------------
-    def _sampler(self, tables: SamplingTables, points: Any) -> ExponentialSampler:
+    def _exact_sampler(self, tables: SamplingTables, points: Any) -> ExponentialSampler:
         """The exact sampler (:class:`~deniable.mechanisms._exponential.ExponentialSampler`, see
         "How it samples") over ``tables``, whose row r has the input point ``points[r]``."""
-        return ExponentialSampler.from_tables(points, self.embedding.vectors, tables, self.epsilon / 2.0, self.gamma, self.metric)
+        return ExponentialSampler.from_tables(points, self._output_vectors(), tables, self.epsilon / 2.0, self.gamma, self.metric)
 
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        rows = np.where(ids == UNK_ID, self.n_words, ids)
+        rows = self._sampler_rows(ids)
         if self.storage == "compact":  # tables for the distinct rows of this batch only
             uniq, inv = np.unique(rows, return_inverse=True)
-            return self._sampler(self._compact_tables(uniq), RowSubset(self._pts, uniq)).sample(inv, rng)
-        return self._sampler(self._get_tables(), self._pts).sample(rows, rng)
+            out = self._exact_sampler(self._compact_tables(uniq), RowSubset(self._pts, uniq)).sample(inv, rng)
+        else:
+            out = self._exact_sampler(self._get_tables(), self._pts).sample(rows, rng)
+        return self._output_ids(out)  # positions among the allowed words
 
     # -- compact storage: exact distances of the rows in use, recomputed per batch ------------
     def _compact_tables(self, rows: np.ndarray) -> SamplingTables:
@@ -327,7 +293,9 @@ class TEM(EmbeddingMechanism):
         for c0 in range(0, U, _COMPACT_ROWS):
             r = rows[c0 : c0 + _COMPACT_ROWS]
             d[c0 : c0 + r.size] = row_distances(self._pts, self.embedding.vectors, np.repeat(r, K), nid[c0 : c0 + r.size].reshape(-1), self.metric).reshape(r.size, K)
-        return SamplingTables.from_rows(nid, d, nb.bound[rows], self.epsilon / 2.0, self.gamma, self.n_words)
+        if self._exclusion is not None:  # excluded neighbours get zero weight; ids become positions among the allowed words
+            nid, d = restrict_rows(nid, d, self._exclusion)
+        return SamplingTables.from_rows(nid, d, nb.bound[rows], self.epsilon / 2.0, self.gamma, int(self.allowed_output_ids.size))
 
     def _compact_summary(self, n_rows: int = 4096) -> dict[str, float]:
         nb = self.precompute()

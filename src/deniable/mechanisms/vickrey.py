@@ -82,6 +82,9 @@ class Vickrey(Mahalanobis):
         nearest words, ties to the lowest id (:mod:`deniable.neighbors.base`).
     batch_size
         Tokens per noise/search batch.
+    exclude_outputs
+        Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): w₁,
+        w₂ are the two nearest *remaining* words (post-processing of v, guarantee unchanged).
 
     References
     ----------
@@ -102,6 +105,7 @@ class Vickrey(Mahalanobis):
         lam: float | None = None,
         index: str = "exact",
         batch_size: int = 8192,
+        exclude_outputs: Any = None,
     ) -> None:
         if index not in ("exact", "exact-bf16"):
             raise ValueError(f"index must be 'exact' or 'exact-bf16' (Vickrey needs the two nearest words), got {index!r}")
@@ -115,15 +119,17 @@ class Vickrey(Mahalanobis):
             lam = 0.75
         self.t = check_unit_interval("t", t)
         self.vickrey_metric = metric
-        super().__init__(embedding, epsilon=epsilon, lam=lam, index=index, batch_size=check_int("batch_size", batch_size, minimum=1))
+        super().__init__(
+            embedding, epsilon=epsilon, lam=lam, index=index, batch_size=check_int("batch_size", batch_size, minimum=1), exclude_outputs=exclude_outputs
+        )
 
     def _sample_ids(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         out = np.empty(ids.shape[0], dtype=np.int64)
         for s in range(0, ids.shape[0], self.batch_size):
             chunk = ids[s : s + self.batch_size]
             noisy = (self.points(chunk) + self.sample_noise(chunk.shape[0], rng)).astype(np.float32)
-            if self.n_words == 1:
-                out[s : s + chunk.shape[0]] = 0
+            if self.allowed_output_ids.size == 1:
+                out[s : s + chunk.shape[0]] = self.allowed_output_ids[0]
                 continue
             nn, dist = self._two_nearest(noisy)
             first = rng.random(chunk.shape[0]) < vickrey_first_probability(dist[:, 0], dist[:, 1], self.t)
@@ -136,16 +142,21 @@ class Vickrey(Mahalanobis):
         (:mod:`deniable.neighbors.base`), for ``"exact"`` and ``"exact-bf16"`` alike."""
         index = self.index  # an exact k-NN engine: "exact" or "exact-bf16" (checked in __init__)
         assert isinstance(index, NearestNeighbors)
-        return index.knn(q, 2)
+        nn, dist = index.knn(q, 2)
+        # with excluded outputs the index holds the allowed words only (ids mapped back)
+        return (nn, dist) if self._exclusion is None else (self._exclusion.allowed[nn], dist)
 
-    @property
-    def guarantee(self) -> Guarantee:
+    def derive_guarantee(self) -> Guarantee:
         if self.vickrey_metric == "euclidean":
             return Guarantee(self.epsilon, "Euclidean distance between embedding vectors", self._domain)
         return Guarantee(self.epsilon, f"regularized Mahalanobis distance (lam={self.lam:g}) between embedding vectors", self._domain)
 
     def calibration_estimator(self) -> str:
-        # the Vickrey mix is not the radial noise of its Madlib / Mahalanobis parent
+        """``"radial-vickrey"`` (exact in the noise radius R, as Madlib's ``"radial"``, with the
+        choice between the two nearest words along each direction; :mod:`deniable.calibration.
+        two_nearest`) with an exact two-nearest search over every word; else as the base class."""
+        if self._index_spec in ("exact", "exact-bf16") and self._exclusion is None:
+            return "radial-vickrey"
         return Mechanism.calibration_estimator(self)
 
     def _params(self) -> dict[str, Any]:

@@ -68,8 +68,9 @@ from .baselines import (
 from .bayesian import BayesianPlan, prepare_bayesian, prior_mean
 from .bounding import DEFAULT_MAX_NGRAMS_PER_USER, bound_contributions, l1_sensitivity, l2_sensitivity
 from .counting import (
+    NgramVocabulary,
     UserCounts,
-    Vocabulary,
+    _deprecated_vocabulary,
     build_vocabulary,
     cap_user_totals,
     clamp_counts,
@@ -78,7 +79,7 @@ from .counting import (
     ngrams_of,
     users_per_ngram,
 )
-from .evaluate import kl_divergence, membership_inference, private_distribution, smooth, trigram_perplexity
+from .evaluate import kl_divergence, membership_inference, private_distribution, release_membership_inference, smooth, trigram_perplexity
 from .formal import DEFAULT_TUNE_RHO_GRID, DEFAULT_TUNE_S_GRID, release_bayesian, release_laplace
 from .gaussian import analytic_sigma, classic_sigma, gaussian_delta
 from .release import LOCAL_SENSITIVITY_NOTE, Release
@@ -91,7 +92,7 @@ __all__ = [
     "Release",
     "PAPER_RULE",
     "LOCAL_SENSITIVITY_NOTE",
-    "Vocabulary",
+    "NgramVocabulary",
     "UserCounts",
     "BayesianPlan",
     "DEFAULT_MAX_NGRAMS_PER_USER",
@@ -126,10 +127,19 @@ __all__ = [
     "smooth",
     "private_distribution",
     "trigram_perplexity",
-    "membership_inference",
+    "release_membership_inference",
     "DEFAULT_TUNE_S_GRID",
     "DEFAULT_TUNE_RHO_GRID",
-    # deprecated: release (-> release_bayesian, release_laplace, paper.*)
+    # deprecated: release (-> release_bayesian, release_laplace, paper.*), membership_inference
+    # (-> release_membership_inference)
     "MECHANISMS",
     "release",
+    "membership_inference",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``Vocabulary``: the deprecated old name of NgramVocabulary (warns; not exported by ``*``)
+    if name == "Vocabulary":
+        return _deprecated_vocabulary()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ from .._rng import RNGLike
 from . import paper
 from .baselines import PAPER_RULE, laplace_public_release, laplace_release
 from .bounding import DEFAULT_MAX_NGRAMS_PER_USER
-from .counting import Vocabulary
+from .counting import NgramVocabulary
 from .formal import DEFAULT_TUNE_RHO_GRID, DEFAULT_TUNE_S_GRID, release_bayesian, release_laplace
 from .release import Release, _caller_stacklevel
 from .tuning import DEFAULT_RHO_GRID, DEFAULT_S_GRID
@@ -92,7 +92,7 @@ def release(
     ``"k-anonymity"``): :mod:`deniable.ngrams.paper`.
 
     Dispatches to those functions with the same arguments, so the output for a seed is the same
-    as theirs (and as before); a :class:`~deniable.ngrams.Vocabulary` given as ``public_counts``
+    as theirs (and as before); a :class:`~deniable.ngrams.NgramVocabulary` given as ``public_counts``
     also records its ``n`` in ``params``. Guarantee: that of the function called (``formal_dp``
     and ``guarantee`` say which). ``tune`` (default: True when the Bayesian release gets neither
     S nor ρ) maps to S = ρ = None of :func:`~deniable.ngrams.release_bayesian`; with
@@ -135,7 +135,7 @@ def release(
         formal = {"C": C, "max_ngrams_per_user": max_ngrams_per_user, "sampler": sampler, **common}
         new, rel = _laplace(user_counts, prior, local_sensitivity, epsilon, W, sensitivity, formal)
     _warn("release", f"deniable.ngrams.{new}")
-    if isinstance(public_counts, Vocabulary) and "n" not in rel.params:
+    if isinstance(public_counts, NgramVocabulary) and "n" not in rel.params:
         rel = rel.with_params(n=int(public_counts.n))
     return rel
 

@@ -35,7 +35,7 @@ from scipy.special import logsumexp
 
 from .._rng import RNGLike, as_generator
 from .._validation import check_positive, check_unit_interval
-from .counting import Vocabulary, _as_csr, clamp_counts, keys_of
+from .counting import NgramVocabulary, _as_csr, clamp_counts, keys_of
 from .gaussian import CALIBRATIONS, calibrate_sigma
 from .release import LOCAL_SENSITIVITY_NOTE, Release, warn_if_not_formal
 from .sensitivity import LogCountStats, claim1_bound, exact_sensitivity, log_count_stats
@@ -54,10 +54,10 @@ def prior_mean(public_counts: np.ndarray) -> np.ndarray:
 def public_vector(public_counts: object, keys: Sequence[str] | None, n_cols: int) -> np.ndarray:
     """Public counts α as a float64 vector aligned with the columns.
 
-    Accepts a :class:`Vocabulary`, an array of length ``n_cols``, or a mapping n-gram -> count
+    Accepts a :class:`NgramVocabulary`, an array of length ``n_cols``, or a mapping n-gram -> count
     (then ``keys`` gives the column order; n-grams missing from the mapping get 0).
     """
-    if isinstance(public_counts, Vocabulary):
+    if isinstance(public_counts, NgramVocabulary):
         alpha = np.asarray(public_counts.public_counts, dtype=np.float64)
     elif isinstance(public_counts, Mapping):
         if keys is None:
@@ -73,9 +73,9 @@ def public_vector(public_counts: object, keys: Sequence[str] | None, n_cols: int
 
 
 def vocabulary_params(public_counts: object) -> dict[str, int]:
-    """``{"n": order}`` when ``public_counts`` is a :class:`Vocabulary` (a public parameter every
+    """``{"n": order}`` when ``public_counts`` is a :class:`NgramVocabulary` (a public parameter every
     release records), else ``{}``."""
-    return {"n": int(public_counts.n)} if isinstance(public_counts, Vocabulary) else {}
+    return {"n": int(public_counts.n)} if isinstance(public_counts, NgramVocabulary) else {}
 
 
 def _check_sensitivity(sensitivity: object) -> str | float:
@@ -201,7 +201,7 @@ def prepare_bayesian(
     ----------
     user_counts : :class:`UserCounts` or a users × |V| sparse/dense count matrix (raw counts;
         clamped here to ``C``, §3.1, unless ``clamp`` is False).
-    public_counts : α — a :class:`Vocabulary`, an array aligned with the columns, or a mapping.
+    public_counts : α — a :class:`NgramVocabulary`, an array aligned with the columns, or a mapping.
     epsilon, delta : privacy parameters of the Gaussian mechanism (nominal: see the guarantee).
     S, rho, C : decay weight slope (Equation 5), private/public weighting ρ, per-user clamp C.
     sensitivity : "exact" (default; the brute-force maximum over this data's users, O(nnz);

@@ -12,9 +12,11 @@ An n-gram key is its words joined by single spaces.
 from __future__ import annotations
 
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,7 +27,7 @@ __all__ = [
     "sentences_words",
     "ngrams_of",
     "count_public",
-    "Vocabulary",
+    "NgramVocabulary",
     "build_vocabulary",
     "UserCounts",
     "count_users",
@@ -68,8 +70,11 @@ def count_public(texts: Iterable[str], n: int, *, lowercase: bool = True) -> Cou
 
 
 @dataclass(frozen=True)
-class Vocabulary:
+class NgramVocabulary:
     """A fixed n-gram vocabulary taken from public data, with the public counts ``alpha``.
+
+    (Not :class:`deniable.embeddings.Vocabulary`, the word lookup of embeddings. ``Vocabulary`` is
+    the deprecated old name of this class in :mod:`deniable.ngrams`: importing it warns.)
 
     ``keys[i]`` is the n-gram of column ``i``; ``public_counts[i]`` its public count (the prior
     ``alpha`` of Equation 1).
@@ -112,7 +117,7 @@ def build_vocabulary(
     max_size: int | None = None,
     min_count: float = 1,
     lowercase: bool = True,
-) -> Vocabulary:
+) -> NgramVocabulary:
     """The vocabulary of the ``max_size`` most frequent PUBLIC n-grams with count >= ``min_count``.
 
     Ties are broken by key so the result is deterministic. Only public data enters here.
@@ -127,7 +132,7 @@ def build_vocabulary(
     if not items:
         raise ValueError("the public vocabulary is empty (no public n-gram passes min_count)")
     keys = tuple(k for k, _ in items)
-    return Vocabulary(keys, np.array([v for _, v in items]), n=n, lowercase=lowercase)
+    return NgramVocabulary(keys, np.array([v for _, v in items]), n=n, lowercase=lowercase)
 
 
 @dataclass(frozen=True)
@@ -161,7 +166,7 @@ class UserCounts:
 
 def count_users(
     records: Iterable[tuple[object, str]],
-    vocabulary: Vocabulary,
+    vocabulary: NgramVocabulary,
     *,
     progress: object | None = None,
 ) -> UserCounts:
@@ -273,3 +278,20 @@ def keys_of(obj: object, keys: Sequence[str] | None, n_cols: int) -> tuple[str, 
     if len(keys) != n_cols:
         raise ValueError(f"keys has {len(keys)} entries but the counts have {n_cols} columns")
     return keys
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Vocabulary":
+        return _deprecated_vocabulary()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _deprecated_vocabulary() -> type[NgramVocabulary]:
+    """:class:`NgramVocabulary`, with the :class:`DeprecationWarning` of its old name ``Vocabulary``."""
+    warnings.warn(
+        "deniable.ngrams.Vocabulary is deprecated; use deniable.ngrams.NgramVocabulary (the same class; "
+        "deniable.embeddings.Vocabulary is the word lookup of embeddings)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return NgramVocabulary

@@ -4,8 +4,10 @@
 * :func:`trigram_perplexity` — average word perplexity of the trigram LM P(w₃ | w₁ w₂) =
   P(w₁w₂w₃)/Σ_w P(w₁w₂w) built from a released joint distribution, on held-out text restricted to
   in-vocabulary trigrams, so no back-off is needed (§4.6, Table 1).
-* :func:`membership_inference` — §5: how often the release made WITH the top contributor is closer
-  (in KL from that user's distribution) than the release made WITHOUT them.
+* :func:`release_membership_inference` — §5: how often the release made WITH the top contributor
+  is closer (in KL from that user's distribution) than the release made WITHOUT them.
+  ``membership_inference`` is its deprecated old name (warns); the text-classifier attack of the
+  same name is :func:`deniable.evaluation.membership_inference`.
 
 Zero probabilities (Laplace thresholding, k-anonymity) make KL and perplexity infinite; the
 ``smoothing`` argument mixes the release with the uniform distribution, (1−λ)·q + λ/|V|, and the
@@ -14,7 +16,9 @@ same λ should be used for every mechanism compared.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +32,7 @@ __all__ = [
     "kl_divergence",
     "trigram_perplexity",
     "top_contributor",
+    "release_membership_inference",
     "membership_inference",
 ]
 
@@ -118,7 +123,7 @@ def top_contributor(user_counts: object) -> int:
     return int(np.argmax(np.asarray(m.sum(axis=1)).ravel()))
 
 
-def membership_inference(
+def release_membership_inference(
     sample_with: Callable[[np.random.Generator], np.ndarray],
     sample_without: Callable[[np.random.Generator], np.ndarray],
     target: np.ndarray,
@@ -143,3 +148,14 @@ def membership_inference(
         b = kl_divergence(tgt, sample_without(gen), smoothing=smoothing)
         wins += 1.0 if a < b else (0.5 if a == b else 0.0)
     return wins / n_trials
+
+
+def membership_inference(*args: Any, **kwargs: Any) -> float:
+    """Deprecated alias of :func:`release_membership_inference` (same arguments and output)."""
+    warnings.warn(
+        "deniable.ngrams.membership_inference is deprecated; use deniable.ngrams.release_membership_inference "
+        "(deniable.evaluation.membership_inference is the text-classifier attack)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return release_membership_inference(*args, **kwargs)

@@ -158,7 +158,7 @@ def release_bayesian(
     Parameters
     ----------
     user_counts : :class:`~deniable.ngrams.UserCounts` or a users × |V| count matrix (bounded here).
-    public_counts : the public prior α (a Vocabulary, an aligned array or a mapping).
+    public_counts : the public prior α (an NgramVocabulary, an aligned array or a mapping).
     epsilon, delta : the total privacy budget.
     C, max_ngrams_per_user : the contribution bounds the release enforces: counts clamped to C,
         at most k distinct n-grams per user (a uniformly random subset).
@@ -312,7 +312,7 @@ def release_laplace(
     Parameters
     ----------
     user_counts : :class:`~deniable.ngrams.UserCounts` or a users × |V| count matrix (bounded here).
-    public_counts : None (item 1) or the public counts α (item 2): a Vocabulary, an aligned
+    public_counts : None (item 1) or the public counts α (item 2): an NgramVocabulary, an aligned
         array or a mapping.
     epsilon : the privacy budget (δ = 0).
     W : None (bounds k and C) or a per-user total cap (a number > 0).

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from .._files import atomic_output, decode_line, open_input
 from .._optional import import_optional
 from ..errors import DataError
-from .counting import UserCounts, Vocabulary
+from .counting import NgramVocabulary, UserCounts
 from .release import Release
 
 __all__ = [
@@ -188,7 +188,7 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text", fmt: s
         raise DataError(f"public input must be text, JSONL or CSV, got format {kind!r}", path=name)
 
 
-def save_counts(path: str | os.PathLike[str], counts: UserCounts, vocabulary: Vocabulary) -> None:
+def save_counts(path: str | os.PathLike[str], counts: UserCounts, vocabulary: NgramVocabulary) -> None:
     """Save per-user counts and the public vocabulary to a ``.npz`` bundle (atomically, with the
     permissions a plain ``open`` would give)."""
     m = sp.csr_matrix(counts.matrix)
@@ -216,7 +216,7 @@ _NOT_COUNTS = "not a counts bundle written by `deniable ngrams count`"
 _COUNTS_FIELDS = ("indptr", "indices", "data", "shape", "keys", "public_counts", "user_ids", "n", "lowercase", "dropped")
 
 
-def load_counts(path: str | os.PathLike[str]) -> tuple[UserCounts, Vocabulary]:
+def load_counts(path: str | os.PathLike[str]) -> tuple[UserCounts, NgramVocabulary]:
     """Load a bundle written by :func:`save_counts`.
 
     Anything else (another file type, a foreign or damaged ``.npz``) raises one
@@ -241,7 +241,7 @@ def load_counts(path: str | os.PathLike[str]) -> tuple[UserCounts, Vocabulary]:
         raise DataError(_NOT_COUNTS + " (damaged or unreadable contents)", path=p) from None
     m, keys, alpha, user_ids = _check_counts(arrays, p)
     try:
-        vocab = Vocabulary(keys, alpha, n=int(arrays["n"]), lowercase=bool(arrays["lowercase"]))
+        vocab = NgramVocabulary(keys, alpha, n=int(arrays["n"]), lowercase=bool(arrays["lowercase"]))
         counts = UserCounts(m, keys, user_ids, int(arrays["dropped"]))
     except Exception as exc:  # duplicate keys, bad scalars
         raise DataError(f"{_NOT_COUNTS} ({exc})", path=p) from None

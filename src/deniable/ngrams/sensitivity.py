@@ -120,14 +120,7 @@ def support_terms(m, st: LogCountStats, S: float, C: float, chunk_nnz: int = _CH
         yield r0, r1, rows, cols, delta, mshift, w_minus, diff
 
 
-def per_user_sensitivity(
-    matrix: object,
-    S: float,
-    C: float,
-    *,
-    stats: LogCountStats | None = None,
-    chunk_nnz: int = _CHUNK_NNZ,
-) -> np.ndarray:
+def per_user_sensitivity(matrix: object, S: float, C: float, *, stats: LogCountStats | None = None, chunk_nnz: int = _CHUNK_NNZ) -> np.ndarray:
     """‖r(D) − r(D₋ₙ)‖₂ for every user n (row) of the clamped count ``matrix``, in O(nnz).
 
     ``stats`` may pass precomputed :func:`log_count_stats` of the same matrix.
@@ -146,14 +139,7 @@ def per_user_sensitivity(
     return out
 
 
-def exact_sensitivity(
-    matrix: object,
-    S: float,
-    C: float,
-    *,
-    stats: LogCountStats | None = None,
-    chunk_nnz: int = _CHUNK_NNZ,
-) -> float:
+def exact_sensitivity(matrix: object, S: float, C: float, *, stats: LogCountStats | None = None, chunk_nnz: int = _CHUNK_NNZ) -> float:
     """γ = maxₙ ‖w⊙x̂ − w₋ₙ⊙x̂₋ₙ‖₂ over the users of ``matrix`` (Corollary 1, brute force done
     exactly in O(nnz)). A local (remove-one-user-of-D) sensitivity; see the module docstring."""
     per_user = per_user_sensitivity(matrix, S, C, stats=stats, chunk_nnz=chunk_nnz)

@@ -61,6 +61,18 @@ class ServiceConfig:
     compute_targets
         Resolve privacy targets (``max_n_w``) also where no calibration is shipped, computing it
         on first use (minutes on a large vocabulary; then cached on disk).
+    ledger
+        A release ledger file (:class:`deniable.Ledger`, created when missing): every privatize
+        request appends one row (dataset ``ledger_dataset``, the request's user keys, mechanism,
+        ε, words privatized per text; never the text) before its response is sent.
+    ledger_dataset
+        The dataset name of the requests' releases in the ledger.
+    max_total
+        With ``ledger``: refuse (403 ``budget_exceeded``, no texts returned) a request after which
+        the dataset's or one of its user keys' sum of ε would exceed this.
+    ledger_key
+        With ``ledger``: store user keys as HMAC-SHA256 under this secret (``hash_key`` of
+        :class:`deniable.Ledger`); None: as given.
     """
 
     api_key: str | None = None
@@ -79,6 +91,10 @@ class ServiceConfig:
     compute_targets: bool = False
     max_concurrent: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
     extra: dict = field(default_factory=dict)
+    ledger: str | os.PathLike[str] | None = None
+    ledger_dataset: str = "deniable-serve"
+    max_total: float | None = None
+    ledger_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_texts", "max_text_chars", "max_total_chars", "max_cached", "max_concurrent"):
@@ -90,6 +106,7 @@ class ServiceConfig:
             raise ValueError(f"need 0 < min_epsilon <= max_epsilon (finite), got {self.min_epsilon!r} and {self.max_epsilon!r}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key) < 8):
             raise ValueError("api_key must be a string of at least 8 characters")
+        self._check_ledger()
         from ..mechanisms.registry import available_mechanisms
 
         known = available_mechanisms()
@@ -101,3 +118,11 @@ class ServiceConfig:
             raise ValueError(f"unknown mechanism(s) {', '.join(map(repr, unknown))}; registered mechanisms: {', '.join(known)}")
         if self.default_mechanism not in known:
             raise ValueError(f"default_mechanism {self.default_mechanism!r} is not a registered mechanism; use one of {', '.join(known)}")
+
+    def _check_ledger(self) -> None:
+        if not isinstance(self.ledger_dataset, str) or not self.ledger_dataset.strip():
+            raise ValueError(f"ledger_dataset must be a non-empty name, got {self.ledger_dataset!r}")
+        if self.ledger is None and (self.max_total is not None or self.ledger_key is not None):
+            raise ValueError("max_total and ledger_key apply to a ledger: give ledger='releases.db' too")
+        if self.max_total is not None and (isinstance(self.max_total, bool) or not math.isfinite(float(self.max_total)) or float(self.max_total) <= 0):
+            raise ValueError(f"max_total must be a finite number > 0 (the budget of sums of epsilon), got {self.max_total!r}")

@@ -16,7 +16,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .config import ServiceConfig
-from .errors import PoolError
+from .errors import PoolError, ServiceError
 
 __all__ = ["error_body", "BodyLimit", "AuthError", "auth_dependencies", "install_error_handlers"]
 
@@ -126,6 +126,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PoolError)
     async def _pool_error(request: Request, exc: PoolError) -> JSONResponse:
         return JSONResponse(error_body(422, exc.code, str(exc)), status_code=422)
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse(error_body(exc.status, exc.code, str(exc)), status_code=exc.status)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

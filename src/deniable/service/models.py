@@ -80,6 +80,7 @@ class PrivatizeResponse(BaseModel):
     summary: Summary | None = Field(default=None, description="Only with include 'summary'. Input-dependent: stays with the texts' owner.")
     per_text: list[TextSummary] | None = Field(default=None, description="Only with include 'summary'. Input-dependent: stays with the texts' owner.")
     segments: list[list[Segment]] | None = Field(default=None, description="Only with include 'segments' (or details). Input-dependent: stays with the texts' owner.")
+    release_id: str | None = Field(default=None, description="Only when the server keeps a ledger (deniable serve --ledger): the id of this release's row.")
 
 
 class ParamInfo(BaseModel):
@@ -153,6 +154,7 @@ def request_model(cfg: ServiceConfig, specs: dict[str, MechanismSpec], default: 
     MechanismName = Literal[names]  # type: ignore[valid-type]
     IncludeName = Literal[INCLUDE_VALUES]  # type: ignore[valid-type]
     Text = Annotated[str, StringConstraints(max_length=cfg.max_text_chars)]
+    UserKey = Annotated[str, StringConstraints(min_length=1, max_length=256)] | Annotated[int, Field(ge=-(2**63), lt=2**63)]
 
     class PrivatizeRequest(BaseModel):
         """Texts to privatize word by word with one mechanism at one ε (or privacy target)."""
@@ -178,6 +180,11 @@ def request_model(cfg: ServiceConfig, specs: dict[str, MechanismSpec], default: 
             "the privacy guarantee (an unchanged flag next to its output word is the input word): they must stay with the texts' owner.",
         )
         details: bool = Field(default=False, description="Same as adding 'segments' to include (input-dependent; stays with the texts' owner).")
+        users: Annotated[list[UserKey] | None, Field(max_length=cfg.max_texts)] = Field(
+            default=None,
+            description="Only when the server keeps a ledger: one user key per text (a string or an integer), for the ledger's totals and budget "
+            "per user key. Stored as given or as a keyed hash; never returned.",
+        )
 
         @field_validator("texts")
         @classmethod

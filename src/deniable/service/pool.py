@@ -322,13 +322,15 @@ def privatize_detailed(
     Returns
     -------
     dict
-        ``texts`` (outputs), ``per_text`` (``words``, ``changed`` per text), ``words``,
+        ``texts`` (outputs), ``per_text`` (``words``, ``changed`` per text), ``privatized``
+        (the words the mechanism privatized in each text, for the ledger), ``words``,
         ``unknown``, ``changed``, and with ``segments=True`` per text a list of
         ``{"text", "word", "changed"}`` pieces of the output (separators have ``word`` false).
     """
     stats: dict[str, int] = {}
     tokens: list[tuple[list[str], list[str]]] = []
-    out_texts = privatize_texts(mechanism, list(texts), rng=as_generator(rng), oov=oov, case=case, stats=stats, token_outputs=tokens)
+    privatized: list[int] = []
+    out_texts = privatize_texts(mechanism, list(texts), rng=as_generator(rng), oov=oov, case=case, stats=stats, token_outputs=tokens, privatized_per_text=privatized)
     lower = bool(getattr(mechanism.vocabulary, "uncased", False))
     per_text: list[dict[str, int]] = []
     segs: list[list[dict[str, Any]]] = []
@@ -353,6 +355,7 @@ def privatize_detailed(
     result: dict[str, Any] = {
         "texts": out_texts,
         "per_text": per_text,
+        "privatized": privatized,
         "words": words_total,
         "unknown": int(stats.get("unknown", 0)),
         "changed": int(sum(flags)),

@@ -14,7 +14,7 @@ from typing import Any
 
 from .config import ServiceConfig
 from .curves import DEFAULT_GRID, EPSILON_GRIDS, CurveCache
-from .errors import PoolError
+from .errors import PoolError, ServiceError
 from .pool import MechanismPool, privatize_detailed, supports_targets
 
 __all__ = ["ON_DEVICE", "ServiceState", "privatize_response", "mechanisms_response", "curve_response", "bundle_bytes"]
@@ -35,6 +35,7 @@ class ServiceState:
     default: str
     bundle_lock: threading.Lock = field(default_factory=threading.Lock)
     bundle: bytes | None = None
+    book: Any = None  # the release ledger (deniable.Ledger), when configured
 
     @classmethod
     def create(cls, cfg: ServiceConfig, pool: MechanismPool) -> ServiceState:
@@ -42,7 +43,12 @@ class ServiceState:
             reasons = "; ".join(pool.unavailable.values())
             raise ValueError(f"no mechanism is available to serve{f' ({reasons})' if reasons else ''}")
         default = cfg.default_mechanism if cfg.default_mechanism in pool.names else pool.names[0]
-        return cls(cfg, pool, CurveCache(pool), threading.BoundedSemaphore(cfg.max_concurrent), default)
+        book = None
+        if cfg.ledger is not None:
+            from ..ledger import Ledger
+
+            book = Ledger(cfg.ledger, max_total=cfg.max_total, hash_key=cfg.ledger_key)
+        return cls(cfg, pool, CurveCache(pool), threading.BoundedSemaphore(cfg.max_concurrent), default, book=book)
 
     @property
     def served_specs(self) -> dict[str, Any]:
@@ -57,10 +63,16 @@ def privatize_response(state: ServiceState, req: Any) -> dict[str, Any]:
     mech = pool.get(req.mechanism, params, epsilon=req.epsilon, max_n_w=req.max_n_w)
     rng: Any = req.seed if req.seed is not None else ("secure" if cfg.secure else None)
     segments = req.wants("segments")
+    users = _request_users(state, req)
+    if state.book is not None:
+        _ledger_call(state.book.check, mech, dataset=cfg.ledger_dataset, users=users or ())  # refused before any work
     # the counts come from this call's own result (privatize_detailed), never from state kept
     # on the mechanism object, which concurrent requests share
     with state.work_slots:
         res = privatize_detailed(mech, req.texts, rng=rng, oov=req.oov, case=req.case, segments=segments)
+    release = None
+    if state.book is not None:  # budget checked and row appended in one transaction, before the texts leave
+        release = _ledger_call(state.book.record, mech, dataset=cfg.ledger_dataset, words=res["privatized"], users=users, output="HTTP response")
     g = mech.guarantee
     out: dict[str, Any] = {
         "texts": res["texts"],
@@ -76,7 +88,38 @@ def privatize_response(state: ServiceState, req: Any) -> dict[str, Any]:
         out["per_text"] = res["per_text"]
     if segments:
         out["segments"] = res["segments"]
+    if release is not None:
+        out["release_id"] = release.release_id
     return out
+
+
+def _request_users(state: ServiceState, req: Any) -> list[Any] | None:
+    """The request's user keys (one per text), checked against the texts and the server."""
+    users = getattr(req, "users", None)
+    if users is None:
+        return None
+    if state.book is None:
+        raise PoolError("users: this server keeps no ledger (deniable serve --ledger PATH); leave users out", code="invalid_request")
+    if len(users) != len(req.texts):
+        raise PoolError(f"users: {len(users)} user key(s) for {len(req.texts)} text(s); give one per text", code="invalid_request")
+    return list(users)
+
+
+def _ledger_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """A ledger call; a budget refusal is a 403, a ledger that cannot be written a 503."""
+    from ..errors import DataError
+    from ..ledger import BudgetExceeded
+
+    try:
+        return fn(*args, **kwargs)
+    except BudgetExceeded as exc:  # the message names no server path
+        raise ServiceError(
+            403, "budget_exceeded",
+            f"release refused by the ledger's budget: {exc.scope} {exc.key!r} has epsilon_sum {exc.total:g}; this request's epsilon "
+            f"{exc.epsilon:g} would make it {exc.total + exc.epsilon:g} > max_total {exc.max_total:g}. Nothing was recorded and no text was returned",
+        ) from None
+    except DataError:
+        raise ServiceError(503, "ledger_unavailable", "the release ledger could not record this request (busy or not writable); nothing was returned: try again") from None
 
 
 def _mechanism_info(state: ServiceState, name: str) -> dict[str, Any]:

@@ -132,6 +132,12 @@ def privatize_column(
     stream: str | None = None,
     release_id: str | None = None,
     content_keys: bool = False,
+    user_col: str | None = None,
+    max_words_per_user: int | None = None,
+    over_cap: str = "unk",
+    ledger: Any = None,
+    dataset: str | None = None,
+    output: str | None = None,
     **params: Any,
 ) -> Any:
     """Privatize the text column ``column`` of a Spark DataFrame, word by word.
@@ -184,6 +190,23 @@ def privatize_column(
     content_keys
         Key each row by its text (opt-in; a :class:`~deniable.errors.PrivacyWarning` explains
         the leak). Not with ``key``.
+    user_col
+        Optional: a column of user keys (strings or integers; null only where the text is null),
+        for the cap and the ledger's per-user totals.
+    max_words_per_user
+        Privatize at most this many words per user key in this release: the first ones with
+        rows ordered by ``key`` (else by their position in the input), then word order; every
+        later word of the user becomes ``"[UNK]"`` (``over_cap="unk"``) or is removed
+        (``over_cap="drop"``). Computed on the cluster (a running sum per user key). See
+        :mod:`deniable.integrations.capping`.
+    ledger, dataset, output
+        A :class:`deniable.Ledger` (or its path) to record the release in, under the name
+        ``dataset``, with ``output`` as its location. The words privatized per row (after the
+        cap) are counted on the executors and aggregated per user key on the cluster; only the
+        aggregates reach the driver. The release is recorded when this function returns, before
+        the output is computed or written (an output never written still counts: the ledger may
+        over-count, never under-count); over the ledger's ``max_total`` it raises
+        :class:`~deniable.ledger.BudgetExceeded` and nothing is recorded.
 
     Returns
     -------
@@ -196,10 +219,19 @@ def privatize_column(
     from pyspark.sql import types as T
     from pyspark.sql.functions import pandas_udf
 
+    from ..integrations.capping import check_cap, check_over_cap, open_ledger
+    from ._bounds import bound_rows, check_user_column, record_release
     from ._udf import privatize_udf_function
 
     check_oov(oov)
     check_case(case)
+    cap = check_cap(max_words_per_user)
+    check_over_cap(over_cap)
+    book = open_ledger(ledger, dataset)
+    if user_col is not None:
+        check_user_column(df, user_col)
+    elif cap is not None:
+        raise ValueError("max_words_per_user caps the words of each user key: give user_col=<user id column>")
     text_type = _check_column(df, column, "column")
     if not isinstance(text_type, T.StringType):
         raise TypeError(f"column {column!r} must be a string column, got {text_type.simpleString()}; cast it with F.col({column!r}).cast('string')")
@@ -218,14 +250,21 @@ def privatize_column(
         params["max_n_w"] = max_n_w
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
     ship = distribute(df.sparkSession, shipment_for(for_workers(mech)))
-    fn = privatize_udf_function(ship, randomness, oov=oov, case=case, keyed=randomness.keying != CONTENT)
+    bounds = None
+    if cap is not None or book is not None:
+        df, bounds = bound_rows(df, column, key=key, user_col=user_col, cap=cap, shipment=ship, oov=oov)
+        if book is not None:
+            record_release(df, column, bounds, user_col=user_col, book=book, mechanism=mech, dataset=str(dataset), output=output)
+    capped = bounds is not None and bounds.allowed is not None
+    fn = privatize_udf_function(ship, randomness, oov=oov, case=case, keyed=randomness.keying != CONTENT, over_cap=over_cap if capped else None)
     udf = pandas_udf(fn, T.StringType())  # type: ignore[call-overload]
     text = df[column]
+    extra = [df[bounds.allowed]] if bounds is not None and bounds.allowed is not None else []
     if randomness.keying == CONTENT:
-        result = udf(text)
+        result = udf(text, text, *extra) if extra else udf(text)
     elif randomness.keying == POSITION:
         # unique per row within this computation: (partition index << 33) + position in the partition
-        result = udf(text, F.monotonically_increasing_id())
+        result = udf(text, df[bounds.pos] if bounds is not None else F.monotonically_increasing_id(), *extra)
     else:
         k = df[key]
         msg = f"deniable.spark.privatize_column: the key column {key!r} is null in a row whose text is not null; every text needs a key"
@@ -233,8 +272,9 @@ def privatize_column(
         # integer keys reach the executors as int64, not float64 with NaN
         filler = F.lit("" if isinstance(key_type, T.StringType) else (b"" if isinstance(key_type, T.BinaryType) else 0)).cast(key_type)
         k = F.when(k.isNull() & text.isNotNull(), F.raise_error(F.lit(msg)).cast(key_type)).when(k.isNull(), filler).otherwise(k)
-        result = udf(text, k)
-    return df.withColumn(output_col or column, result)
+        result = udf(text, k, *extra)
+    out = df.withColumn(output_col or column, result)
+    return out if bounds is None else out.drop(*bounds.temporary)
 
 
 def count_ngrams(
@@ -269,7 +309,7 @@ def count_ngrams(
         The user id column (integers or strings; nulls rejected) and the text column (nulls count
         as empty texts).
     vocabulary
-        A :class:`deniable.ngrams.Vocabulary` built from PUBLIC data.
+        A :class:`deniable.ngrams.NgramVocabulary` built from PUBLIC data.
     n
         The n-gram order; default (and must equal) ``vocabulary.n``.
     max_ngrams_per_user, C
@@ -287,11 +327,11 @@ def count_ngrams(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from ..ngrams import UserCounts, Vocabulary
+    from ..ngrams import NgramVocabulary, UserCounts
     from ._udf import bound_function, count_batches_function
 
-    if not isinstance(vocabulary, Vocabulary):
-        raise TypeError(f"vocabulary must be a deniable.ngrams.Vocabulary (from build_vocabulary on public data), got {type(vocabulary).__name__}")
+    if not isinstance(vocabulary, NgramVocabulary):
+        raise TypeError(f"vocabulary must be a deniable.ngrams.NgramVocabulary (from build_vocabulary on public data), got {type(vocabulary).__name__}")
     if n is None:
         n = vocabulary.n
     elif n != vocabulary.n:

@@ -8,6 +8,7 @@ from typing import Any, Iterator, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from ..integrations.capping import privatize_capped, privatized_counts
 from ..integrations.keyed import NGRAM_STREAM, RowRandomness, bound_user_row, privatize_rows, row_generator
 from ..integrations.shipping import Shipment
 
@@ -22,17 +23,31 @@ def _load(shipment: Shipment) -> Any:
     return shipment.load(resolve=_spark_files)
 
 
-def privatize_udf_function(shipment: Shipment, randomness: RowRandomness, *, oov: str, case: str, keyed: bool):
+def privatize_udf_function(shipment: Shipment, randomness: RowRandomness, *, oov: str, case: str, keyed: bool, over_cap: Optional[str] = None):
     """The body of the pandas UDF of :func:`deniable.spark.privatize_column`: rows drawn with
     ``randomness`` (resolved on the driver), keyed by the second argument (``keyed``: the key
-    column or the row position) or by their text."""
+    column or the row position) or by their text. With ``over_cap`` (a per-user word cap) the
+    arguments are (text, key, allowed words) and each row privatizes at most its allowance
+    (:func:`deniable.integrations.capping.privatize_capped`)."""
 
-    def run(texts: pd.Series, keys: Optional[pd.Series]) -> pd.Series:
+    def run(texts: pd.Series, keys: Optional[pd.Series], allowed: Optional[pd.Series] = None) -> pd.Series:
         mech = _load(shipment)
         values = texts.to_numpy(dtype=object, na_value=None).tolist()
         key_values = values if keys is None else keys.to_numpy(dtype=object, na_value=None).tolist()
-        out = privatize_rows(mech, values, key_values, randomness, oov=oov, case=case)
+        if allowed is None:
+            out = privatize_rows(mech, values, key_values, randomness, oov=oov, case=case)
+        else:
+            limits = allowed.fillna(0).astype(np.int64).tolist()
+            out = privatize_capped(mech, values, key_values, randomness, limits, oov=oov, case=case, over_cap=str(over_cap))
         return pd.Series(out, dtype=object)
+
+    if over_cap is not None:
+
+        def privatize_capped_batches(batches: Iterator[Tuple[pd.Series, pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+            for texts, keys, allowed in batches:
+                yield run(texts, keys, allowed)
+
+        return privatize_capped_batches
 
     if keyed:
 
@@ -47,6 +62,19 @@ def privatize_udf_function(shipment: Shipment, randomness: RowRandomness, *, oov
             yield run(texts, None)
 
     return privatize_batches
+
+
+def count_words_function(shipment: Shipment, oov: str):
+    """The body of the pandas UDF that counts, per row, the words the mechanism privatizes
+    (:func:`deniable.integrations.capping.privatized_counts`; 0 for a null text)."""
+
+    def count_batches(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        for texts in batches:
+            vocabulary = _load(shipment).vocabulary
+            values = texts.to_numpy(dtype=object, na_value=None).tolist()
+            yield pd.Series(privatized_counts(vocabulary, values, oov), dtype=np.int64)
+
+    return count_batches
 
 
 def count_batches_function(shipment: Shipment, n: int):

@@ -161,9 +161,13 @@ def privatize_files(
     """Privatize ``column`` of a table (file or directory) with Spark and write it to ``output``.
 
     ``options`` go to :func:`deniable.spark.privatize_column` (``epsilon``, ``key``, ``seed``,
-    ``release_id``, ``content_keys``, ``oov``, ``case``, mechanism parameters, ...). Other columns
-    are copied unchanged. The output format defaults to the input's. Returns a small summary
-    (rows, format, output).
+    ``release_id``, ``content_keys``, ``oov``, ``case``, ``user_col``, ``max_words_per_user``,
+    ``ledger``, ``dataset``, mechanism parameters, ...). Other columns are copied unchanged. The
+    output format defaults to the input's. With a ``ledger`` the release is recorded (output: the
+    absolute path of ``output``) before the output is written: a release over the ledger's budget
+    raises :class:`~deniable.ledger.BudgetExceeded` and nothing is written; a write that fails
+    after it leaves a recorded release without output (over-counted, never under-counted).
+    Returns a small summary (rows, format, output).
     """
     from . import privatize_column
 
@@ -172,7 +176,15 @@ def privatize_files(
     df = read_table(session, inputs, fmt=kind)
     if column not in df.columns:
         raise DataError(f"no column {column!r} (columns: {', '.join(df.columns)}); choose one with --column", path=str(inputs))
-    private = privatize_column(df, column, mechanism, **options)
+    user_col = options.get("user_col")
+    if user_col is not None and user_col not in df.columns:
+        raise DataError(f"no column {user_col!r} for the user keys (columns: {', '.join(df.columns)}); choose one with --user-column", path=str(inputs))
+    if user_col is not None and user_col == column:
+        raise DataError(f"the user column {user_col!r} is the text column; the ledger never stores text", path=str(inputs))
+    if Path(output).exists():  # before anything is recorded
+        raise FileExistsError(f"{output} already exists; remove it or choose another output")
+    where = str(Path(output).resolve()) if options.get("ledger") is not None else None
+    private = privatize_column(df, column, mechanism, output=where, **options)
     out_kind = output_format or kind
     write_table(private, output, fmt=out_kind)
     return {"input": str(inputs), "output": str(output), "format": out_kind, "columns": private.columns}

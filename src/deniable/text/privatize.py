@@ -5,15 +5,18 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
 
 from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
-from .tokenize import apply_case, case_pattern, clitic_form, clitic_pattern, split_words, token_codes, vocabulary_keys
+from . import _bulk
+from .tokenize import apply_case, case_pattern, clitic_form, clitic_pattern, lookup_key, split_words, vocabulary_keys
 
-__all__ = ["WordSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary", "summarize_privatization"]
+__all__ = ["WordSampler", "ObservedSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary", "summarize_privatization"]
 
 class WordSampler(Protocol):
     """What :func:`privatize_texts` needs of a mechanism: a ``vocabulary`` (with ``uncased``,
@@ -23,6 +26,29 @@ class WordSampler(Protocol):
     vocabulary: Any
 
     def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray: ...
+
+
+class ObservedSampler:
+    """A :class:`WordSampler` that samples with ``mechanism`` and hands every batch of (input ids,
+    output ids) to each of ``observers`` (callables ``f(ids, outputs)``), for reports that count
+    what a run privatized. Nothing is written on ``mechanism`` (which threads may share); other
+    attributes (``backend``, ``epsilon``, ...) are read from it. Observers see ids only."""
+
+    def __init__(self, mechanism: Any, *observers: Callable[[np.ndarray, np.ndarray], None]) -> None:
+        self.mechanism = mechanism
+        self.observers = observers
+        self.vocabulary = mechanism.vocabulary
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("mechanism", "observers", "vocabulary"):  # not set yet (e.g. while unpickling)
+            raise AttributeError(name)
+        return getattr(self.mechanism, name)
+
+    def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
+        out = self.mechanism.sample_ids(ids, rng=rng)
+        for observe in self.observers:
+            observe(np.asarray(ids), np.asarray(out))
+        return out
 
 
 #: What happens to out-of-vocabulary words:
@@ -185,7 +211,43 @@ def privatize_texts(
     ``token_outputs``, when given, is extended with one ``(input words, output strings)`` pair per
     text, position by position (``""`` for a dropped word; a clitic's output may start with a
     space), for callers that show which words changed.
+
+    ASCII texts of a batch of at least :data:`BULK_MIN_CHARS` characters are tokenized, looked up,
+    cased and joined with numpy on bytes, with the same result as the per-token path (used for
+    the other texts, and for every text when ``token_outputs`` is given).
     """
+    check_oov(oov)
+    check_case(case)
+    texts = texts if isinstance(texts, list) else list(texts)
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"texts must be strings, got {type(t).__name__}")
+    table = _bulk.vocab_table(mechanism.vocabulary) if token_outputs is None and texts else None
+    if table is not None:
+        ascii_idx = [i for i, t in enumerate(texts) if t.isascii()]
+        if ascii_idx and sum(len(texts[i]) for i in ascii_idx) >= BULK_MIN_CHARS:
+            return _privatize_bulk(mechanism, texts, table, ascii_idx, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
+    return _privatize_reference(mechanism, texts, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text, token_outputs=token_outputs, stacklevel=4)
+
+
+#: Total characters of a batch's ASCII texts from which they take the bulk path (below it the
+#: per-token path is as fast).
+BULK_MIN_CHARS = 4000
+
+
+def _privatize_reference(
+    mechanism: WordSampler,
+    texts: Sequence[str],
+    *,
+    rng: RNGLike = None,
+    oov: str = "unk",
+    case: str = "preserve",
+    stats: dict[str, int] | None = None,
+    privatized_per_text: list[int] | None = None,
+    token_outputs: list[tuple[list[str], list[str]]] | None = None,
+    stacklevel: int = 3,
+) -> list[str]:
+    """:func:`privatize_texts` token by token (one Python string per token), for every text."""
     check_oov(oov)
     check_case(case)
     gen = as_generator(rng)
@@ -206,12 +268,13 @@ def privatize_texts(
         if token_outputs is not None:
             token_outputs.extend(([], []) for _ in parts_list)
         return list(texts)
-    uncased = vocab.uncased
-    # Per-token work is done once per *distinct* word (lookup keys, case patterns) and once per
-    # distinct (output word, case pattern) pair; tokens only carry integer codes.
-    codes, distinct = token_codes(words)
-    distinct_ids = _lookup(vocab, distinct, uncased)
-    ids = distinct_ids[codes]
+    # Per-token work is done once per *distinct* word (lookup key, case pattern, clitic kind);
+    # each token only carries one integer, (id + 1) * _N_CODES + code, read from a dict in C
+    distinct = list(dict.fromkeys(words))
+    distinct_ids, distinct_codes = _ids_and_codes(vocab, distinct, preserve_case=vocab.uncased and case == "preserve")
+    packed_of = dict(zip(distinct, ((distinct_ids + 1) * _N_CODES + distinct_codes).tolist()))
+    packed = np.fromiter(itemgetter(*words)(packed_of) if len(words) > 1 else (packed_of[words[0]],), dtype=np.int64, count=len(words))
+    ids = packed // _N_CODES - 1
     unknown = ids < 0
     n_unknown = int(unknown.sum())
     if stats is not None:
@@ -220,7 +283,7 @@ def privatize_texts(
         warnings.warn(
             f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy",
             PrivacyWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     sample = ~unknown if oov != "unk" else np.ones(len(ids), dtype=bool)
     if privatized_per_text is not None:
@@ -234,13 +297,7 @@ def privatize_texts(
         src = ids[sample]
         chosen = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
         own["changed"] = int(((chosen != src) & (src >= 0)).sum())
-        # one code per distinct word: its case pattern and whether it is a clitic (and with which
-        # apostrophe); the output string is a function of (output word, code) only
-        code = np.array([_word_code(w, uncased and case == "preserve") for w in distinct], dtype=np.int64)[codes[sample]]
-        pairs, inverse = np.unique(chosen * _N_CODES + code, return_inverse=True)
-        vocab_words = vocab.words
-        strings = [render(vocab_words[i], c) for i, c in zip((pairs // _N_CODES).tolist(), (pairs % _N_CODES).tolist())]
-        out[sample] = np.array(strings, dtype=object)[inverse.reshape(-1)]
+        out[sample] = _output_strings(vocab.words, chosen, packed[sample] % _N_CODES)
     out_words = out.tolist()
     result = []
     k = 0
@@ -256,33 +313,169 @@ def privatize_texts(
     return result
 
 
+def _privatize_bulk(
+    mechanism: WordSampler,
+    texts: list[str],
+    table: _bulk.VocabTable,
+    ascii_idx: list[int],
+    *,
+    rng: RNGLike,
+    oov: str,
+    case: str,
+    stats: dict[str, int] | None,
+    privatized_per_text: list[int] | None,
+) -> list[str]:
+    """:func:`privatize_texts` with the texts ``ascii_idx`` on the bulk path
+    (:mod:`deniable.text._bulk`) and the others token by token: one ``sample_ids`` call on the
+    ids of all words in text order, as :func:`_privatize_reference` makes it."""
+    gen = as_generator(rng)
+    vocab = mechanism.vocabulary
+    preserve = bool(vocab.uncased) and case == "preserve"
+    batch = _bulk.tokenize([texts[i] for i in ascii_idx])
+    ids = _bulk.lookup(table, batch, lower=bool(vocab.uncased))
+    codes = (_bulk.case_codes(batch) if preserve else np.zeros(batch.starts.size, dtype=np.int64)) + len(_CASES) * batch.clitic
+    other_idx = [i for i, t in enumerate(texts) if not t.isascii()]
+    parts_list = [split_words(texts[i]) for i in other_idx]
+    words = [w for parts in parts_list for w in parts[1::2]]
+    counts = np.zeros(len(texts), dtype=np.int64)
+    counts[ascii_idx] = batch.counts
+    pos_b = pos_o = np.arange(batch.starts.size)
+    if words:
+        ids_o, codes_o = _ids_and_codes_of_tokens(vocab, words, preserve_case=preserve)
+        counts[other_idx] = [len(p) // 2 for p in parts_list]
+        pos_b, pos_o = _positions(counts, ascii_idx), _positions(counts, other_idx)
+        merged = np.empty(len(ids) + len(ids_o), dtype=np.int64)
+        merged[pos_b], merged[pos_o] = ids, ids_o
+        ids = merged
+    n = len(ids)
+    own: dict[str, int] = {"words": n, "unknown": 0, "in_vocabulary": 0, "changed": 0}
+    if stats is not None:
+        stats["words"] = stats.get("words", 0) + n
+    if not n:
+        _record(own, stats)
+        if privatized_per_text is not None:
+            privatized_per_text.extend([0] * len(texts))
+        return list(texts)
+    unknown = ids < 0
+    own["unknown"] = n_unknown = int(unknown.sum())
+    own["in_vocabulary"] = n - n_unknown
+    if stats is not None:
+        stats["unknown"] = stats.get("unknown", 0) + n_unknown
+    if oov == "keep" and n_unknown:
+        warnings.warn(f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy", PrivacyWarning, stacklevel=4)
+    sample = ~unknown if oov != "unk" else np.ones(n, dtype=bool)
+    if privatized_per_text is not None:
+        owner = np.repeat(np.arange(len(texts)), counts)
+        privatized_per_text.extend(np.bincount(owner[sample], minlength=len(texts)).tolist())
+    chosen = np.zeros(n, dtype=np.int64)
+    if sample.any():
+        src = ids[sample]
+        chosen[sample] = sampled = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
+        own["changed"] = int(((sampled != src) & (src >= 0)).sum())
+    result = list(texts)
+    keep = oov == "keep"
+    outs = _bulk.assemble(table, batch, chosen[pos_b], sample[pos_b], codes, keep=keep, words=vocab.words, render=render, n_cases=len(_CASES))
+    for i, t in zip(ascii_idx, outs):
+        result[i] = t
+    if words:
+        out = np.array(words, dtype=object) if keep else np.full(len(words), "", dtype=object)
+        s_o = sample[pos_o]
+        if s_o.any():
+            out[s_o] = _output_strings(vocab.words, chosen[pos_o][s_o], codes_o[s_o])
+        for i, t in zip(other_idx, _join_parts(parts_list, out.tolist())):
+            result[i] = t
+    _record(own, stats)
+    return result
+
+
+def _positions(counts: np.ndarray, texts: list[int]) -> np.ndarray:
+    """Where the tokens of ``texts`` (in order) lie among the tokens of all texts (``counts``
+    tokens each, in text order)."""
+    first = np.cumsum(counts) - counts
+    mine = counts[texts]
+    return np.repeat(first[texts] - (np.cumsum(mine) - mine), mine) + np.arange(int(mine.sum()))
+
+
+def _ids_and_codes_of_tokens(vocab: Any, words: list[str], *, preserve_case: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Ids and codes (:func:`_ids_and_codes`) of every token, computed once per distinct token."""
+    distinct = list(dict.fromkeys(words))
+    distinct_ids, distinct_codes = _ids_and_codes(vocab, distinct, preserve_case=preserve_case)
+    packed_of = dict(zip(distinct, ((distinct_ids + 1) * _N_CODES + distinct_codes).tolist()))
+    packed = np.fromiter(itemgetter(*words)(packed_of) if len(words) > 1 else (packed_of[words[0]],), dtype=np.int64, count=len(words))
+    return packed // _N_CODES - 1, packed % _N_CODES
+
+
+def _join_parts(parts_list: list[list[str]], out_words: list[str]) -> list[str]:
+    """Each text's separators with its tokens' outputs (in order, all texts) between them."""
+    result, k = [], 0
+    for parts in parts_list:
+        n = len(parts) // 2
+        if n:
+            parts[1::2] = out_words[k : k + n]
+            k += n
+        result.append("".join(parts))
+    return result
+
+
 _CASES = ("lower", "title", "upper")
 _CASE_CODES = {name: code for code, name in enumerate(_CASES)}
 _APOSTROPHE_CODES = ("", "'", "\u2019")  # not a clitic; a clitic written with ' or ’
 _N_CODES = len(_CASES) * len(_APOSTROPHE_CODES)
 
 
-def _lookup(vocab: Any, distinct: list[str], uncased: bool) -> np.ndarray:
-    """Vocabulary ids of distinct tokens (-1: unknown); clitics by :func:`vocabulary_keys`."""
-    keys = vocabulary_keys(distinct, lower=uncased)
-    ids = np.asarray(vocab.ids_of([k[0] for k in keys]), dtype=np.int64)
-    for j in np.flatnonzero(ids < 0).tolist():
-        if len(keys[j]) > 1:  # a clitic missing from the vocabulary: its letters (``'s`` -> ``s``)
-            ids[j] = int(np.asarray(vocab.ids_of([keys[j][1]]))[0])
-    return ids
+def _ids_and_codes(vocab: Any, distinct: list[str], *, preserve_case: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Vocabulary ids (-1: unknown) and codes of distinct tokens. A token's code is its case
+    pattern (when ``preserve_case``) and its clitic kind (none, with ``'``, with ``’``) as one
+    small integer. The keys are :func:`~deniable.text.tokenize.vocabulary_keys`, computed in bulk
+    for ASCII words."""
+    uncased = vocab.uncased
+    joined = "".join(distinct)
+    keys = list(map(str.lower, distinct)) if uncased else list(distinct)
+    # lookup_key of an ASCII word is its lower-case form (NFC is the identity): only the
+    # other words need a call each
+    non_ascii = [] if joined.isascii() else [j for j, w in enumerate(distinct) if not w.isascii()]
+    for j in non_ascii:
+        keys[j] = lookup_key(distinct[j], lower=uncased)
+    # a clitic is the only token with an apostrophe (apostrophes are separators otherwise)
+    clitics: list[int] = []
+    if "'" in joined or "\u2019" in joined:
+        is_clitic = clitic_pattern().fullmatch
+        clitics = [j for j, w in enumerate(distinct) if ("'" in w or "\u2019" in w) and is_clitic(w) is not None]
+        for j in clitics:
+            keys[j] = vocabulary_keys([distinct[j]], lower=uncased)[0][0]
+    ids = np.array(vocab.ids_of(keys), dtype=np.int64)
+    for j in clitics:
+        if ids[j] < 0:  # a clitic missing from the vocabulary: its letters (``'s`` -> ``s``)
+            ids[j] = int(np.asarray(vocab.ids_of([vocabulary_keys([distinct[j]], lower=uncased)[0][1]]))[0])
+    codes = np.zeros(len(distinct), dtype=np.int64)
+    if preserve_case:  # (only for uncased vocabularies, whose keys are lower-case)
+        # an ASCII word equal to its key is "lower" (code 0): the others are checked one by one
+        todo = sorted({*compress(range(len(distinct)), map(str.__ne__, distinct, keys)), *non_ascii})
+        codes[todo] = [_CASE_CODES[case_pattern(distinct[j])] for j in todo]
+    for j in clitics:
+        codes[j] += len(_CASES) * (2 if "\u2019" in distinct[j] else 1)
+    return ids, codes
 
 
-def _word_code(token: str, preserve_case: bool) -> int:
-    """Case pattern (when preserved) and clitic kind of an input token, as one small integer."""
-    c = _CASE_CODES[case_pattern(token)] if preserve_case else 0
-    if clitic_pattern().fullmatch(token) is not None:
-        c += len(_CASES) * (2 if "\u2019" in token else 1)
-    return c
+def _output_strings(vocab_words: Sequence[str], chosen: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The output strings (object array) of sampled ids ``chosen`` for tokens of ``codes``: the
+    vocabulary word itself for code 0 (a lower-case or case-less non-clitic token), else
+    :func:`render` once per distinct (word, code) pair."""
+    if chosen.size * 4 >= len(vocab_words):
+        out = np.array(vocab_words, dtype=object)[chosen]
+    else:
+        out = np.array([vocab_words[i] for i in chosen.tolist()], dtype=object)
+    special = np.flatnonzero(codes)
+    if special.size:
+        pairs, inverse = np.unique(chosen[special] * _N_CODES + codes[special], return_inverse=True)
+        strings = [render(vocab_words[i], c) for i, c in zip((pairs // _N_CODES).tolist(), (pairs % _N_CODES).tolist())]
+        out[special] = np.array(strings, dtype=object)[inverse.reshape(-1)]
+    return out
 
 
 def render(word: str, code: int) -> str:
     """The output string of a sampled vocabulary ``word`` for an input token of ``code``
-    (:func:`_word_code`): the word in the token's case pattern; in a clitic's place, the word as
+    (:func:`_ids_and_codes`): the word in the token's case pattern; in a clitic's place, the word as
     a clitic (:func:`~deniable.text.tokenize.clitic_form`, with the token's apostrophe) when it
     is one, else the word after a space, so a sampled word is never glued to the stem."""
     case, kind = _CASES[code % len(_CASES)], code // len(_CASES)

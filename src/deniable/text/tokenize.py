@@ -30,7 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["CLITICS", "word_pattern", "word_class", "ascii_word_pattern", "clitic_pattern", "vocabulary_keys", "clitic_form", "split_words", "words_of", "token_codes", "lookup_key", "case_pattern", "apply_case"]
+__all__ = ["CLITICS", "word_pattern", "word_class", "ascii_word_pattern", "clitic_pattern", "vocabulary_keys", "clitic_form", "split_words", "words_of", "keys_of", "token_codes", "lookup_key", "case_pattern", "apply_case"]
 
 
 #: The English clitics split off a word, as GloVe's tokenizer splits them: ``I'm`` → ``I`` + ``'m``,
@@ -120,32 +120,90 @@ def clitic_form(word: str, apostrophe: str = "'") -> str | None:
     return "".join(apostrophe if ch == "'" else next(letters) for ch in form)
 
 
-@lru_cache(maxsize=2)
-def _run_pattern(ascii: bool) -> re.Pattern[str]:
-    """Runs of word characters only: :func:`word_pattern` on any text without an apostrophe
-    (every clitic has one), several times faster to split with."""
-    if ascii:
-        punct = "".join(re.escape(chr(cp)) for cp in range(128) if unicodedata.category(chr(cp))[0] == "P")
-        return re.compile(f"([^\\s{punct}]+)")
-    return re.compile(f"({word_class()}+)")
+_ASCII_PUNCT = "".join(chr(cp) for cp in range(128) if unicodedata.category(chr(cp))[0] == "P")
+_ASCII_WORD_CHARS = frozenset(chr(cp) for cp in range(128) if not chr(cp).isspace() and chr(cp) not in _ASCII_PUNCT)
+# every ASCII punctuation character -> a space: then str.split() (which splits at exactly the
+# characters \s matches) gives the words of an ASCII text without apostrophes
+_ASCII_PUNCT_TO_SPACE = str.maketrans(_ASCII_PUNCT, " " * len(_ASCII_PUNCT))
+# an apostrophe and the letters of a clitic: the candidates :func:`_clitic_spans` checks
+_CLITIC_TAIL = re.compile("[" + _APOSTROPHES + "](?:[sS]|[mM]|[dD]|[rR][eE]|[lL][lL]|[vV][eE]|[tT])")
 
 
-def splitter(text: str) -> Callable[[str], list[str]]:
-    """The fastest ``split`` method that tokenizes ``text`` exactly as :func:`word_pattern`."""
-    if "'" in text or "\u2019" in text:
-        return (ascii_word_pattern() if text.isascii() else word_pattern()).split
-    return _run_pattern(text.isascii()).split
+@lru_cache(maxsize=256)
+def _runs(extra: str) -> Callable[[str], list[str]]:
+    """``split`` by runs of word characters, for texts whose only non-ASCII punctuation
+    characters are ``extra``: on such a text the small class ``[^\\s<ASCII punctuation><extra>]``
+    is :func:`word_class` (whitespace is ``\\s`` in both), and several times faster."""
+    return re.compile(f"([^\\s{re.escape(_ASCII_PUNCT + extra)}]+)").split
+
+
+def _is_word_char(ch: str) -> bool:
+    """Whether the character ``ch`` is in :func:`word_class`."""
+    if ch.isascii():
+        return ch in _ASCII_WORD_CHARS
+    return not ch.isspace() and unicodedata.category(ch)[0] != "P"
+
+
+def _clitic_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of every clitic :func:`word_pattern` splits off in ``text``: an enclitic
+    (``'s 'm 'd 're 'll 've``) right after a word character, or ``n't`` after a stem of at least
+    one word character, followed by a separator or the end of the text."""
+    spans = []
+    n = len(text)
+    for m in _CLITIC_TAIL.finditer(text):
+        a, b = m.span()
+        if b < n and _is_word_char(text[b]):
+            continue
+        if text[b - 1] in "tT":  # n't: an "n" and a stem character before the apostrophe
+            if a >= 2 and text[a - 1] in "nN" and _is_word_char(text[a - 2]):
+                spans.append((a - 1, b))
+        elif a >= 1 and _is_word_char(text[a - 1]):
+            spans.append((a, b))
+    return spans
 
 
 def split_words(text: str) -> list[str]:
     """Split into ``[sep, word, sep, word, ..., sep]``: words at odd indices, separators at even
-    ones (possibly empty). Joining the list gives back ``text``."""
-    return splitter(text)(text)
+    ones (possibly empty). Joining the list gives back ``text``.
+
+    The same list as ``word_pattern().split(text)``, computed faster: runs of word characters
+    with the smallest character class the text allows, each clitic cut out where the word
+    pattern cuts it."""
+    if text.isascii():
+        runs = _runs("")
+    else:
+        runs = _runs("".join(sorted(c for c in set(text) if not c.isascii() and unicodedata.category(c)[0] == "P")))
+    if "'" not in text and "\u2019" not in text:
+        return runs(text)
+    spans = _clitic_spans(text)
+    if not spans:
+        return runs(text)
+    out: list[str] = []
+    prev = 0
+    for a, b in spans:
+        # the piece before a clitic ends with a word character (or is empty), so its split ends
+        # with the empty separator between the stem and the clitic
+        out += runs(text[prev:a])
+        out.append(text[a:b])
+        prev = b
+    out += runs(text[prev:])
+    return out
 
 
 def words_of(text: str) -> list[str]:
-    """The words of ``text``, in order."""
-    return word_pattern().findall(text)
+    """The words of ``text``, in order (the odd items of :func:`split_words`)."""
+    if text.isascii() and "'" not in text:
+        return text.translate(_ASCII_PUNCT_TO_SPACE).split()
+    return split_words(text)[1::2]
+
+
+def keys_of(text: str, *, lower: bool) -> list[str]:
+    """The lookup keys (:func:`lookup_key`) of the words of ``text``, in order."""
+    if text.isascii() and "'" not in text:
+        # no clitic, NFC is the identity and lower-casing changes no separator: the whole text
+        # at once instead of a call per word
+        return (text.lower() if lower else text).translate(_ASCII_PUNCT_TO_SPACE).split()
+    return [lookup_key(w, lower=lower) for w in split_words(text)[1::2]]
 
 
 def token_codes(tokens: list[str]) -> tuple[np.ndarray, list[str]]:

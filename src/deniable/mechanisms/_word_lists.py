@@ -1,0 +1,56 @@
+"""1-Diffractor's word lists: a 1-D order of the vocabulary built greedily from a start word
+(:func:`greedy_word_list`), as the authors' code builds it (docs/mechanisms/diffractor.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int
+from ..neighbors.neighborhoods import _progress, embedding_neighborhoods
+from ._scan import FreeScanner
+
+__all__ = ["greedy_word_list"]
+
+
+def greedy_word_list(
+    embedding: Any, metric: str = "euclidean", *, start: int = 0, k: int = 128, cache_dir: Any = None, progress: bool | None = False
+) -> np.ndarray:
+    """A 1-D order of the whole vocabulary: start at word ``start`` (default 0, the most frequent
+    in GloVe-ordered files, as the authors' package starts at its file's first word), then
+    repeatedly append the nearest word not yet listed (ties by id). Exact: the cached k-nearest
+    lists give the answer when they still hold an unlisted word within their bound, otherwise the
+    unlisted words are scanned. Returns the ids in list order (int64)."""
+    V = len(embedding)
+    start = check_int("start", start, minimum=0)
+    if start >= V:
+        raise ValueError(f"start must be a word id below {V}, got {start}")
+    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=k, metric=metric, cache_dir=cache_dir, progress=progress)
+    bar = _progress(V, progress, f"1-Diffractor word list ({metric})")
+    scanner = FreeScanner(embedding.vectors, metric)
+    free = np.ones(V, dtype=bool)
+    order = np.empty(V, dtype=np.int64)
+    cur = start
+    free[start] = False
+    order[0] = start
+    for n in range(1, V):
+        s, e = nb.indptr[cur], nb.indptr[cur + 1]
+        ids = nb.indices[s:e]
+        ok = free[ids]
+        nxt = -1
+        if ok.any():
+            j = int(np.argmax(ok))
+            if nb.distances[s + j] <= nb.bound[cur]:
+                nxt = int(ids[j])
+        if nxt < 0:
+            nxt = int(scanner.nearest(cur, free, 1)[0])
+        free[nxt] = False
+        order[n] = nxt
+        cur = nxt
+        if bar is not None and n % 1024 == 0:
+            bar.update(1024)
+    if bar is not None:
+        bar.update(V - bar.n)
+        bar.close()
+    return order

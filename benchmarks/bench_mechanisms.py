@@ -35,7 +35,7 @@ import deniable
 # (label, registry name, parameters)
 MECHANISMS = [
     ("vickrey (euclidean, t=0.75)", "vickrey", {}),
-    ("vickrey (mahalanobis, lam=0.75)", "vickrey", {"metric": "mahalanobis"}),
+    ("vickrey (mahalanobis, lam=0.75)", "vickrey", {"noise": "mahalanobis"}),
     ("santext", "santext", {}),
     ("santext_plus (w=0.9, p=0.3)", "santext_plus", {}),
     ("custext (K=20)", "custext", {}),

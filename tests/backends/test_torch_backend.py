@@ -272,13 +272,13 @@ def test_vickrey_1d_output_distribution_is_exact(device):
 
 
 def test_vickrey_mahalanobis_variant_matches_numpy():
-    """Elliptical noise (metric='mahalanobis') in several dimensions: the torch and numpy
+    """Elliptical noise (noise='mahalanobis') in several dimensions: the torch and numpy
     samplers give the same output distribution (two-sample chi-square), and differ detectably
     from the Euclidean variant (control)."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((12, 3)) * np.array([3.0, 1.0, 0.3])
     emb = Embedding([f"w{i}" for i in range(12)], X.astype(np.float32))
-    kw = {"epsilon": 2.0, "t": 0.6, "metric": "mahalanobis", "lam": 0.8}
+    kw = {"epsilon": 2.0, "t": 0.6, "noise": "mahalanobis", "lam": 0.8}
     n = 60_000
     ours = np.bincount(get_mechanism("vickrey", emb, backend="torch", device="cpu", **kw).sample_ids(np.full(n, 4), rng=1), minlength=12)
     ref = np.bincount(get_mechanism("vickrey", emb, **kw).sample_ids(np.full(n, 4), rng=2), minlength=12)

@@ -110,7 +110,7 @@ def test_mahalanobis_variant_matches_reference() -> None:
     rng = np.random.default_rng(0)
     X = rng.standard_normal((12, 3)) * np.array([3.0, 1.0, 0.3])
     emb = Embedding([f"w{i}" for i in range(12)], X.astype(np.float32))
-    mech = Vickrey(emb, epsilon=2.0, t=0.6, metric="mahalanobis", lam=0.8)
+    mech = Vickrey(emb, epsilon=2.0, t=0.6, noise="mahalanobis", lam=0.8)
     n = 60_000
     ours = np.bincount(mech.sample_ids(np.full(n, 4), rng=1), minlength=12)
     ref = np.bincount(_reference_mahalanobis(mech, 4, n, np.random.default_rng(2)), minlength=12)
@@ -155,7 +155,7 @@ def test_interface_validation_and_oov() -> None:
     assert "zzz" not in m.privatize("w1 zzz", rng=0)
     single = Vickrey(Embedding(["a"], np.ones((1, 2), np.float32)), epsilon=1.0)
     np.testing.assert_array_equal(single.sample_ids([0, -1], rng=0), [0, 0])
-    for kwargs, exc in [(dict(t=1.5), ValueError), (dict(t="x"), TypeError), (dict(metric="cosine"), ValueError), (dict(lam=0.5), ValueError), (dict(metric="mahalanobis", lam=2.0), ValueError)]:
+    for kwargs, exc in [(dict(t=1.5), ValueError), (dict(t="x"), TypeError), (dict(noise="cosine"), ValueError), (dict(lam=0.5), ValueError), (dict(noise="mahalanobis", lam=2.0), ValueError)]:
         with pytest.raises(exc):
             Vickrey(emb, epsilon=1.0, **kwargs)
 
@@ -170,8 +170,49 @@ def test_cli_params(tmp_path) -> None:
     vec.write_text("\n".join(f"w{i} " + " ".join(f"{x:.5f}" for x in rng.standard_normal(4)) for i in range(30)) + "\n")
     src = tmp_path / "in.txt"
     src.write_text("w1 w2 qqq\n")
-    for params in (["--param", "t=0.5"], ["--param", "metric=mahalanobis", "--param", "lam=0.3"]):
+    for params in (["--param", "t=0.5"], ["--param", "noise=mahalanobis", "--param", "lam=0.3"]):
         out = tmp_path / "out.txt"
         res = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(out), "-m", "vickrey", "-e", "5", "--embedding", str(vec), "--seed", "1", *params])
         assert res.exit_code == 0, res.output
         assert len(out.read_text().split()) == 3 and "qqq" not in out.read_text()
+
+
+def test_noise_parameter_and_its_deprecated_alias_metric() -> None:
+    """``noise=`` chooses the noise family; ``metric=`` is a deprecated alias (a warning naming
+    ``noise=``, the same samples for a seed); both given and different is an error; ``params``,
+    ``repr`` and the guarantee speak of ``noise``."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 3)) * np.array([3.0, 1.0, 0.3])
+    emb = Embedding([f"w{i}" for i in range(12)], X.astype(np.float32))
+    ids = np.tile(np.arange(12), 200)
+    for noise, kw in (("euclidean", {}), ("mahalanobis", {"lam": 0.8})):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # noise= itself never warns
+            new = Vickrey(emb, epsilon=2.0, t=0.6, noise=noise, **kw)
+        with pytest.warns(DeprecationWarning, match="noise="):
+            old = Vickrey(emb, epsilon=2.0, t=0.6, metric=noise, **kw)
+        with pytest.warns(DeprecationWarning):
+            both = Vickrey(emb, epsilon=2.0, t=0.6, noise=noise, metric=noise, **kw)
+        assert new.noise == old.noise == both.noise == noise
+        assert new.params == old.params and new.params["noise"] == noise and "metric" not in new.params
+        assert f"noise='{noise}'" in repr(new) and "metric=" not in repr(new) and repr(new) == repr(old)
+        assert new.guarantee == old.guarantee
+        np.testing.assert_array_equal(new.sample_ids(ids, rng=7), old.sample_ids(ids, rng=7))
+    # control: the two noise families give different samples for the same seed
+    euc = Vickrey(emb, epsilon=2.0, t=0.6, noise="euclidean").sample_ids(ids, rng=7)
+    mhl = Vickrey(emb, epsilon=2.0, t=0.6, noise="mahalanobis", lam=0.8).sample_ids(ids, rng=7)
+    assert (euc != mhl).any()
+    assert Vickrey(emb, epsilon=2.0).noise == "euclidean"
+    assert "Mahalanobis" in Vickrey(emb, epsilon=2.0, noise="mahalanobis").guarantee.metric
+    assert "Euclidean" in Vickrey(emb, epsilon=2.0).guarantee.metric
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="noise='mahalanobis'.*metric='euclidean'"):
+        Vickrey(emb, epsilon=2.0, noise="mahalanobis", metric="euclidean", lam=0.8)
+    with pytest.raises(ValueError, match="noise must be one of"):
+        Vickrey(emb, epsilon=2.0, noise="cosine")
+    with pytest.raises(ValueError, match="noise='mahalanobis'"):
+        Vickrey(emb, epsilon=2.0, lam=0.5)
+    with pytest.warns(DeprecationWarning):
+        via_registry = get_mechanism("vickrey", emb, epsilon=2.0, metric="mahalanobis")
+    assert via_registry.params == get_mechanism("vickrey", emb, epsilon=2.0, noise="mahalanobis").params

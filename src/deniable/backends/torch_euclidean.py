@@ -115,20 +115,22 @@ class TorchMahalanobis(_TorchEllipticalNoise, Mahalanobis):
 class TorchVickrey(_TorchEllipticalNoise, Vickrey):
     """:class:`~deniable.mechanisms.vickrey.Vickrey` sampled with torch. Same guarantee as the
     numpy class (its noise mechanism's: ε·d-privacy with d the Euclidean distance for
-    ``metric="euclidean"``, Madlib Theorem 1, or the regularized Mahalanobis distance for
-    ``metric="mahalanobis"``, Xu et al. 2020 Theorem 1; the choice between the two nearest words
+    ``noise="euclidean"``, Madlib Theorem 1, or the regularized Mahalanobis distance for
+    ``noise="mahalanobis"``, Xu et al. 2020 Theorem 1; the choice between the two nearest words
     is post-processing). On the device: the noisy vector, the exact two nearest words
     (:meth:`TorchEuclideanIndex.two_nearest_tensor`) and a float64 uniform from the device
     generator against :func:`~deniable.mechanisms.vickrey.vickrey_first_probability`.
-    Parameters as :class:`~deniable.mechanisms.vickrey.Vickrey` plus ``device``, ``precision``,
-    ``exact`` and ``memory_bytes`` as :class:`TorchMadlib`."""
+    Parameters as :class:`~deniable.mechanisms.vickrey.Vickrey` (``metric`` its deprecated alias
+    of ``noise``) plus ``device``, ``precision``, ``exact`` and ``memory_bytes`` as
+    :class:`TorchMadlib`."""
 
     def __init__(
-        self, embedding: Any, *, epsilon: float, t: float = 0.75, metric: str = "euclidean", lam: float | None = None,
+        self, embedding: Any, *, epsilon: float, noise: str = "euclidean", t: float = 0.75, lam: float | None = None,
         device: Any = "cuda", precision: str = "fp32", exact: bool = True, memory_bytes: int = _DEFAULT_MEMORY, index: str = "exact", batch_size: int = 8192,
+        metric: str | None = None,
     ) -> None:
         _only_exact(index)
-        super().__init__(embedding, epsilon=epsilon, t=t, metric=metric, lam=lam, batch_size=batch_size)
+        super().__init__(embedding, epsilon=epsilon, t=t, noise=noise, lam=lam, batch_size=batch_size, metric=metric)
         self._setup(device, precision, exact, memory_bytes)
         self._setup_noise()
 

@@ -145,8 +145,19 @@ def calibrate(
     data["parameters"]["limit"] = limit
     _per_epsilon_params(data)
 
+    _echo_summary(data, draws, eta, to_err=json_path == "-")  # keep stdout pure JSON
+    if json_path is not None:
+        with atomic_output(json_path) as f:
+            json.dump(data, f, indent=1, allow_nan=False)
+            f.write("\n")
+    if report_path is not None:
+        write_html(data, report_path)
+        click.echo(f"report: {report_path}", err=True)
+
+
+def _echo_summary(data: dict[str, Any], draws: int, eta: float, *, to_err: bool) -> None:
+    """Print the sweep's one-line header and its per-epsilon N_w / S_w table."""
     sweep = data["sweeps"][0]
-    to_err = json_path == "-"  # keep stdout pure JSON
     method_used = sorted({r["method"] for r in sweep["results"]})
     click.echo(f"{data['repr']}", err=to_err)
     click.echo(f"{int(sweep['summaries'][0]['n_words'])} words, {'exact' if method_used == ['exact'] else f'{draws} draws per word'}, eta={eta:g}, seed={data['parameters']['seed']}", err=to_err)
@@ -157,13 +168,6 @@ def calibrate(
             f"{s['s_w_mean']:>9.2f} {s['s_w_p5']:>7.1f} {s['s_w_min']:>8.0f}",
             err=to_err,
         )
-    if json_path is not None:
-        with atomic_output(json_path) as f:
-            json.dump(data, f, indent=1, allow_nan=False)
-            f.write("\n")
-    if report_path is not None:
-        write_html(data, report_path)
-        click.echo(f"report: {report_path}", err=True)
 
 
 def _target(mechanism: str, max_nw: float, kw: dict[str, Any], embedding: str | None, limit: int | None, json_path: str | None,

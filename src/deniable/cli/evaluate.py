@@ -236,14 +236,7 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, embeddi
         raise click.UsageError("give -e/--epsilon EPS[,EPS...] or --max-nw P[,P...] (privacy targets), not both" if epsilons
                                else "give -e/--epsilon EPS[,EPS...] or --max-nw P[,P...] (largest allowed chance, 0 < P < 1, that a word comes back unchanged)")
     param_values = parse_params(params)
-    sentence_model = None
-    if similarity_n:
-        from ..evaluation import similarity as similarity_mod
-
-        try:
-            sentence_model = similarity_mod.load_sentence_model()
-        except ImportError as exc:
-            raise click.UsageError(f"--similarity needs the sentence-embedding model: {exc}") from None
+    sentence_model = _load_sentence_model() if similarity_n else None
     out = Path(out_dir)
     texts, labels, splits = read_labelled(data, text_column, label_column, split_column)
     xtr, ytr, xte, yte = _split(texts, labels, splits, test_fraction, data)
@@ -266,21 +259,7 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, embeddi
         config["max_nw"] = max_nws
     if device is not None:  # provenance only: the same distributions, so runs are reused across backends
         config["device"] = device
-    # what a saved run must have been computed with to be reused (similarity only when asked, so
-    # runs saved without it stay valid for commands without it)
-    run_keys = ("data", "mechanism", "params", "attacks", "n_train", "n_test")
-    if embedding_limit is not None:  # a smaller vocabulary is another mechanism: its runs are not reused without it
-        config["embedding_limit"] = embedding_limit
-        run_keys += ("embedding_limit",)
-    if similarity_n:
-        config["similarity"] = similarity_n
-        run_keys += ("similarity",)
-    from ..evaluation.inversion import has_exact_probabilities
-
-    with_exact = exact_inversion and "inversion" in wanted and has_exact_probabilities(next(iter(mechs.values())))
-    if with_exact:  # likewise: runs saved without the Bayes-optimal adversary are recomputed, not reused without it
-        config["exact_inversion"] = True
-        run_keys += ("exact_inversion",)
+    run_keys, with_exact = _reuse_keys(config, embedding_limit, similarity_n, exact_inversion and "inversion" in wanted, mechs)
     n_sim = min(similarity_n, len(xte))
     original_embeddings = None
     runs: list[dict[str, Any]] = []
@@ -288,15 +267,11 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, embeddi
     with progress(len(jobs), desc="evaluate", disable=disable, unit="run") as bar:
         for eps, seed in jobs:
             path = runs_dir / ("baseline.json" if eps is None else f"{mechanism}_eps{eps:g}_seed{seed}.json")
-            if path.exists():
-                try:
-                    rec = json.loads(path.read_text())
-                except json.JSONDecodeError:
-                    rec = None
-                if rec is not None and rec.get("config") == {k: config[k] for k in run_keys}:
-                    runs.append(rec)
-                    bar.update(1)
-                    continue
+            rec = _saved_run(path, {k: config[k] for k in run_keys})
+            if rec is not None:
+                runs.append(rec)
+                bar.update(1)
+                continue
             rec = evaluate_mechanism(
                 mechs[eps] if eps is not None else None, xtr, ytr, xte, yte, rng=np.random.default_rng([seed, 7]),
                 attacks=[a for a in wanted if eps is not None or a == "membership"], min_simulations=min_simulations,
@@ -306,6 +281,8 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, embeddi
             if n_sim and eps is not None:
                 if original_embeddings is None:
                     original_embeddings = sentence_model.encode(xte[:n_sim], batch_size=32, convert_to_numpy=True, normalize_embeddings=True)
+                from ..evaluation import similarity as similarity_mod
+
                 sim = similarity_mod.semantic_similarity(xte[:n_sim], rec.pop("sample"), model=sentence_model, batch_size=32,
                                                          original_embeddings=original_embeddings)
                 rec["similarity"] = {"mean": sim.mean, "ci95": list(sim.ci), "median": sim.median, "n": sim.n}
@@ -314,6 +291,55 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, embeddi
                 f.write(json.dumps(rec) + "\n")
             runs.append(rec)
             bar.update(1)
+    _write_results(out, config, runs, targets, f"{mechanism} on {Path(data).name}", max_nws)
+
+
+def _load_sentence_model() -> Any:
+    """The sentence-embedding model of --similarity, or a usage error naming what is missing."""
+    from ..evaluation import similarity as similarity_mod
+
+    try:
+        return similarity_mod.load_sentence_model()
+    except ImportError as exc:
+        raise click.UsageError(f"--similarity needs the sentence-embedding model: {exc}") from None
+
+
+def _reuse_keys(config: dict[str, Any], embedding_limit: int | None, similarity_n: int, inversion: bool,
+                mechs: dict[Any, Any]) -> tuple[tuple[str, ...], bool]:
+    """Complete ``config`` and return the keys a saved run must match to be reused, and whether the
+    Bayes-optimal inversion adversary runs (``inversion``: asked for, and the inversion attack is on)."""
+    # what a saved run must have been computed with to be reused (similarity only when asked, so
+    # runs saved without it stay valid for commands without it)
+    run_keys: tuple[str, ...] = ("data", "mechanism", "params", "attacks", "n_train", "n_test")
+    if embedding_limit is not None:  # a smaller vocabulary is another mechanism: its runs are not reused without it
+        config["embedding_limit"] = embedding_limit
+        run_keys += ("embedding_limit",)
+    if similarity_n:
+        config["similarity"] = similarity_n
+        run_keys += ("similarity",)
+    from ..evaluation.inversion import has_exact_probabilities
+
+    with_exact = inversion and has_exact_probabilities(next(iter(mechs.values())))
+    if with_exact:  # likewise: runs saved without the Bayes-optimal adversary are recomputed, not reused without it
+        config["exact_inversion"] = True
+        run_keys += ("exact_inversion",)
+    return run_keys, with_exact
+
+
+def _saved_run(path: Path, run_config: dict[str, Any]) -> dict[str, Any] | None:
+    """The run saved at ``path`` when it was computed with ``run_config``, else None."""
+    if not path.exists():
+        return None
+    try:
+        rec = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    return rec if rec is not None and rec.get("config") == run_config else None
+
+
+def _write_results(out: Path, config: dict[str, Any], runs: list[dict[str, Any]], targets: dict[float, list[float]], name: str,
+                   max_nws: list[float] | None) -> None:
+    """Write OUT/results.json and OUT/results.png, and print one summary line per epsilon."""
     baseline = next((r for r in runs if r["epsilon"] is None), None)
     private = [r for r in runs if r["epsilon"] is not None]
     summary = summarize_runs(private)
@@ -323,7 +349,7 @@ def evaluate(data, mechanism, epsilons, max_nws, params, embedding_path, embeddi
     result = {"config": config, "baseline": baseline, "summary": summary, "runs": private}
     with atomic_output(out / "results.json") as f:
         f.write(json.dumps(result, indent=1) + "\n")
-    title = f"{mechanism} on {Path(data).name}" + (" at max N_w " + ", ".join(f"{t:g}" for t in max_nws) if targets else "")
+    title = name + (" at max N_w " + ", ".join(f"{t:g}" for t in max_nws or []) if targets else "")
     plotted = _plot(out / "results.png", summary, baseline, title)
     for row in summary:
         parts = ([f"max_nw={','.join(f'{t:g}' for t in row['max_nw'])}"] if "max_nw" in row else []) + [f"epsilon={row['epsilon']:g}"]

@@ -9,6 +9,9 @@ Formats are detected from the file itself:
 
 Any of these may be gzip-compressed (``.gz``). Float parsing is vectorized: each chunk of lines is
 parsed by one numpy call, never one Python ``float()`` per value.
+
+The module is longer than most: every reader shares its chunk size, growing row buffer, binary
+cache and error checks, which a split would scatter across modules.
 """
 
 from __future__ import annotations
@@ -345,25 +348,8 @@ def _load_text(path: Path, limit: int | None, *, header: bool, progress: bool | 
             consumed += len(raw)
             if bar is not None:
                 bar.update(len(raw))
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                bad_line = lineno + raw.count(b"\n", 0, exc.start) + 1
-                raise DataError("invalid UTF-8 in the embedding file", path=path, line=bad_line) from None
-            lines = text.split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()
-            chunk_words: list[str] = []
-            rests: list[str] = []
-            line_of: list[int] = []
-            for i, line in enumerate(lines, start=lineno + 1):
-                s = line.rstrip()
-                if not s:
-                    continue
-                w, _, rest = s.partition(" ")
-                chunk_words.append(w)
-                rests.append(rest)
-                line_of.append(i)
+            lines = _decoded_lines(path, raw, lineno)
+            chunk_words, rests, line_of = _split_lines(lines, lineno)
             lineno += len(lines)
             if not chunk_words:
                 continue
@@ -371,14 +357,7 @@ def _load_text(path: Path, limit: int | None, *, header: bool, progress: bool | 
                 dim = len(rests[0].split())
                 if dim == 0:
                     raise DataError("the first line has a word but no numbers", path=path, line=line_of[0])
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    nums = np.fromstring(" ".join(rests), dtype=np.float32, sep=" ")
-            except ValueError:  # a non-numeric field (numpy >= 2.3 raises; older ones warn)
-                nums = np.empty(0, dtype=np.float32)
-            if nums.size != len(rests) * dim:
-                chunk_words, nums = _slow_rows(path, chunk_words, rests, line_of, dim)
+            chunk_words, nums = _parse_rows(path, chunk_words, rests, line_of, dim)
             if store is None:
                 cap = _estimated_rows(path, consumed, len(chunk_words))
                 if declared is not None:
@@ -394,20 +373,70 @@ def _load_text(path: Path, limit: int | None, *, header: bool, progress: bool | 
     if dim is None or not words:
         raise DataError("the embedding file is empty" if lineno == 0 else "the embedding file has no word vectors", path=path)
     if declared is not None:
-        expected = declared if limit is None else min(declared, limit)
-        if len(words) < expected:
-            raise DataError(
-                f"the header declares {declared} words but the file ends after {len(words)} (line {lineno}): "
-                "truncated (an interrupted download?); download it again",
-                path=path,
-            )
-        if limit is None and len(words) > declared:
-            raise DataError(f"the header declares {declared} words but the file has {len(words)}; fix the header line", path=path, line=1)
+        _check_declared(path, declared, len(words), limit, lineno)
     assert store is not None
     if limit is not None:
         words = words[:limit]
     vectors = store.finish(len(words))
     return _checked(path, words, vectors, first_line=first_data_line)
+
+
+def _decoded_lines(path: Path, raw: bytes, lineno: int) -> list[str]:
+    """The lines of a chunk of ``raw`` bytes that follows line ``lineno`` (without a trailing
+    empty line); invalid UTF-8 raises with its line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad_line = lineno + raw.count(b"\n", 0, exc.start) + 1
+        raise DataError("invalid UTF-8 in the embedding file", path=path, line=bad_line) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _split_lines(lines: list[str], lineno: int) -> tuple[list[str], list[str], list[int]]:
+    """Words, the rest of each line (the numbers) and line numbers of the non-blank ``lines``,
+    which follow line ``lineno``."""
+    chunk_words: list[str] = []
+    rests: list[str] = []
+    line_of: list[int] = []
+    for i, line in enumerate(lines, start=lineno + 1):
+        s = line.rstrip()
+        if not s:
+            continue
+        w, _, rest = s.partition(" ")
+        chunk_words.append(w)
+        rests.append(rest)
+        line_of.append(i)
+    return chunk_words, rests, line_of
+
+
+def _parse_rows(path: Path, words: list[str], rests: list[str], line_of: list[int], dim: int) -> tuple[list[str], np.ndarray]:
+    """The words and the flat float32 values of a chunk: one bulk numpy parse, or the per-line
+    :func:`_slow_rows` where that fails."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            nums = np.fromstring(" ".join(rests), dtype=np.float32, sep=" ")
+    except ValueError:  # a non-numeric field (numpy >= 2.3 raises; older ones warn)
+        nums = np.empty(0, dtype=np.float32)
+    if nums.size != len(rests) * dim:
+        return _slow_rows(path, words, rests, line_of, dim)
+    return words, nums
+
+
+def _check_declared(path: Path, declared: int, n_words: int, limit: int | None, lineno: int) -> None:
+    """Raise when the ``n_words`` read disagree with the ``declared`` count of the header."""
+    expected = declared if limit is None else min(declared, limit)
+    if n_words < expected:
+        raise DataError(
+            f"the header declares {declared} words but the file ends after {n_words} (line {lineno}): "
+            "truncated (an interrupted download?); download it again",
+            path=path,
+        )
+    if limit is None and n_words > declared:
+        raise DataError(f"the header declares {declared} words but the file has {n_words}; fix the header line", path=path, line=1)
 
 
 def _slow_rows(path: Path, words: list[str], rests: list[str], line_of: list[int], dim: int) -> tuple[list[str], np.ndarray]:

@@ -53,6 +53,43 @@ def privatize_recording(mechanism: Any, texts: Sequence[str], *, rng: RNGLike = 
     return priv, cat(rec.inputs), cat(rec.outputs)
 
 
+def _inversion_attacks(
+    rec: dict[str, Any],
+    mechanism: Any,
+    train_ids: tuple[np.ndarray, np.ndarray],
+    test_ids: tuple[np.ndarray, np.ndarray],
+    rng: np.random.Generator,
+    *,
+    min_simulations: int,
+    k: int,
+    exact_inversion: bool | None,
+) -> None:
+    """The inversion attacks of :func:`evaluate_mechanism`, written into ``rec``: the simulating
+    adversary (``inversion``) and, where asked or available, the Bayes-optimal one
+    (``inversion_exact``). ``train_ids``/``test_ids``: the (input, output) word ids recorded by
+    :func:`privatize_recording`; ``rng`` draws the extra simulations."""
+    x_tr, y_tr = train_ids
+    x_te, y_te = test_ids
+    t = time.time()
+    keep = x_tr >= 0
+    sx, sy = x_tr[keep], y_tr[keep]
+    if sx.size == 0:
+        raise ValueError("the training texts have no in-vocabulary words: nothing to simulate the inversion attack on")
+    reps = int(math.ceil(min_simulations / sx.size)) - 1
+    if reps > 0:
+        extra = np.tile(sx, reps)
+        sx, sy = np.concatenate([sx, extra]), np.concatenate([sy, mechanism.sample_ids(extra, rng=rng)])
+    prior = np.bincount(x_tr[keep], minlength=mechanism.n_words).astype(np.float64)
+    inv = inversion_attack(mechanism, x_te, outputs=y_te, prior=prior, simulations=(sx, sy), method="sample", k=k)
+    rec["inversion"] = {key: v for key, v in inv.as_dict().items() if key not in ("mechanism", "extra")}
+    rec["inversion_s"] = time.time() - t
+    if exact_inversion or (exact_inversion is None and has_exact_probabilities(mechanism)):
+        t = time.time()
+        inv = inversion_attack(mechanism, x_te, outputs=y_te, prior=prior, method="exact", k=k)
+        rec["inversion_exact"] = {key: v for key, v in inv.as_dict().items() if key not in ("mechanism", "extra")}
+        rec["inversion_exact_s"] = time.time() - t
+
+
 def evaluate_mechanism(
     mechanism: Any,
     train_texts: Sequence[str],
@@ -133,24 +170,8 @@ def evaluate_mechanism(
         rec["fit_s"] = time.time() - t
         rec.update(acc_clean=acc_c, f1_clean=f1_c, acc_priv=acc_p, f1_priv=f1_p, changed_train=c1 / max(n1, 1), changed_test=c2 / max(n2, 1))
         if "inversion" in attacks:
-            t = time.time()
-            keep = x_tr >= 0
-            sx, sy = x_tr[keep], y_tr[keep]
-            if sx.size == 0:
-                raise ValueError("the training texts have no in-vocabulary words: nothing to simulate the inversion attack on")
-            reps = int(math.ceil(min_simulations / sx.size)) - 1
-            if reps > 0:
-                extra = np.tile(sx, reps)
-                sx, sy = np.concatenate([sx, extra]), np.concatenate([sy, mechanism.sample_ids(extra, rng=g_att)])
-            prior = np.bincount(x_tr[keep], minlength=mechanism.n_words).astype(np.float64)
-            inv = inversion_attack(mechanism, x_te, outputs=y_te, prior=prior, simulations=(sx, sy), method="sample", k=k)
-            rec["inversion"] = {key: v for key, v in inv.as_dict().items() if key not in ("mechanism", "extra")}
-            rec["inversion_s"] = time.time() - t
-            if exact_inversion or (exact_inversion is None and has_exact_probabilities(mechanism)):
-                t = time.time()
-                inv = inversion_attack(mechanism, x_te, outputs=y_te, prior=prior, method="exact", k=k)
-                rec["inversion_exact"] = {key: v for key, v in inv.as_dict().items() if key not in ("mechanism", "extra")}
-                rec["inversion_exact_s"] = time.time() - t
+            _inversion_attacks(rec, mechanism, (x_tr, y_tr), (x_te, y_te), g_att, min_simulations=min_simulations, k=k,
+                               exact_inversion=exact_inversion)
         if samples:
             rec["sample"] = pte[:samples]
     if "membership" in attacks:

@@ -8,6 +8,9 @@ A mechanism maps word ids to word ids at random, satisfying metric differential 
 and, applied word by word to a document of ℓ words, exp(ε · Σᵢ d(xᵢ, xᵢ')) for whole documents
 (Madlib paper Theorem 1). The id :data:`~deniable.embeddings.UNK_ID` (-1) is the single
 out-of-vocabulary point; mechanisms define where it lies in their metric space.
+
+The module is long on purpose: the whole contract (every optional capability with its one
+signature and default) is declared in one class, so a reader finds it in one place.
 """
 
 from __future__ import annotations
@@ -98,6 +101,9 @@ class Mechanism(ABC):
     backend: ClassVar[str] = "numpy"
     #: Whether the mechanism learns from a corpus (:meth:`fit`) before use.
     fittable: ClassVar[bool] = False
+    #: Constructor parameters kept only as deprecated aliases (accepted, never listed by the
+    #: service's catalog or the CLI's parameter help).
+    deprecated_params: ClassVar[frozenset[str]] = frozenset()
     #: How ε was chosen when it came from a privacy target (a
     #: :class:`~deniable.calibration.targets.EpsilonChoice`), None for a given ε: set on a copy
     #: built by :meth:`with_epsilon_choice` (``get_mechanism(..., max_n_w=...)``); the

@@ -18,6 +18,7 @@ from the noisy vector alone (with fresh randomness) is post-processing.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from .mahalanobis import Mahalanobis
 
 __all__ = ["Vickrey", "vickrey_first_probability"]
 
-VICKREY_METRICS = ("euclidean", "mahalanobis")
+VICKREY_NOISES = ("euclidean", "mahalanobis")
 
 
 def vickrey_first_probability(d1: np.ndarray, d2: np.ndarray, t: float) -> np.ndarray:
@@ -43,13 +44,28 @@ def vickrey_first_probability(d1: np.ndarray, d2: np.ndarray, t: float) -> np.nd
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), 1.0 - t)
 
 
+def _noise_family(noise: str, metric: str | None) -> str:
+    """The noise family of a Vickrey mechanism from ``noise`` and its deprecated alias ``metric``
+    (a ``DeprecationWarning`` when ``metric`` is given; a ``ValueError`` when ``noise`` was set
+    to another family than ``metric``, or the value is not one of :data:`VICKREY_NOISES`)."""
+    if metric is not None:
+        warnings.warn("Vickrey(metric=...) is deprecated: it selects the noise family; pass noise=... "
+                      "(same values, same outputs)", DeprecationWarning, stacklevel=3)
+        if noise != "euclidean" and noise != metric:
+            raise ValueError(f"noise={noise!r} and its deprecated alias metric={metric!r} disagree; pass noise= only")
+        noise = metric
+    if noise not in VICKREY_NOISES:
+        raise ValueError(f"noise must be one of {', '.join(VICKREY_NOISES)}, got {noise!r}")
+    return noise
+
+
 class Vickrey(Mahalanobis):
     """The Vickrey mechanism: Madlib's (or Mahalanobis') noisy vector, then the nearest or the
     second-nearest word.
 
     For an input w: v = φ(w) + Z, with Z the noise of :class:`~deniable.Madlib`
-    (``metric="euclidean"``: density ∝ exp(−ε‖z‖₂)) or of :class:`~deniable.Mahalanobis`
-    (``metric="mahalanobis"``: density ∝ exp(−ε‖z‖_RM), regularization ``lam``). Let w₁, w₂ be
+    (``noise="euclidean"``: density ∝ exp(−ε‖z‖₂)) or of :class:`~deniable.Mahalanobis`
+    (``noise="mahalanobis"``: density ∝ exp(−ε‖z‖_RM), regularization ``lam``). Let w₁, w₂ be
     the nearest and second-nearest vocabulary words to v (Euclidean, exact), at distances
     d₁ ≤ d₂. The output is w₁ with probability p = (1 − t)·d₂ / (t·d₁ + (1 − t)·d₂), else w₂.
     t = 0 is Madlib/Mahalanobis (always w₁); t = 0.5 gives p = d₂/(d₁ + d₂); larger t moves
@@ -57,8 +73,8 @@ class Vickrey(Mahalanobis):
 
     **Guarantee**: the same as the noise mechanism's, because the choice uses only v and fresh
     randomness (post-processing): ε·d-privacy with d the Euclidean distance between embedding
-    vectors (``metric="euclidean"``, Madlib Theorem 1) or the regularized Mahalanobis distance
-    ‖φ(w) − φ(w')‖_RM with Σ_λ = λΣ + (1 − λ)I (``metric="mahalanobis"``, Xu et al. 2020
+    vectors (``noise="euclidean"``, Madlib Theorem 1) or the regularized Mahalanobis distance
+    ‖φ(w) − φ(w')‖_RM with Σ_λ = λΣ + (1 − λ)I (``noise="mahalanobis"``, Xu et al. 2020
     Theorem 1), for all w, w' in the vocabulary ∪ {UNK} (UNK = the vocabulary mean vector).
 
     Parameters
@@ -69,11 +85,12 @@ class Vickrey(Mahalanobis):
         Privacy parameter ε > 0.
     t
         Threshold t ∈ [0, 1] (default 0.75).
-    metric
-        ``"euclidean"`` (Laplace noise, pypantera's VickreyCMP) or ``"mahalanobis"``
-        (VickreyMhl).
+    noise
+        The noise family: ``"euclidean"`` (the default when unset: Madlib's multivariate Laplace
+        noise, pypantera's VickreyCMP) or ``"mahalanobis"`` (the regularized Mahalanobis noise,
+        VickreyMhl). It also sets the distance of the guarantee (above).
     lam
-        λ ∈ [0, 1] for ``metric="mahalanobis"`` (default 0.75); must be left unset (or 0) for
+        λ ∈ [0, 1] for ``noise="mahalanobis"`` (default 0.75); must be left unset (or 0) for
         ``"euclidean"``.
     index
         ``"exact"`` (default: certified float32 products) or ``"exact-bf16"`` (a certified
@@ -85,6 +102,9 @@ class Vickrey(Mahalanobis):
     exclude_outputs
         Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): w₁,
         w₂ are the two nearest *remaining* words (post-processing of v, guarantee unchanged).
+    metric
+        Deprecated alias of ``noise`` (warns with a ``DeprecationWarning``); giving both with
+        different values is an error.
 
     References
     ----------
@@ -94,31 +114,32 @@ class Vickrey(Mahalanobis):
     """
 
     name = "vickrey"
+    deprecated_params = frozenset({"metric"})
 
     def __init__(
         self,
         embedding: Any,
         *,
         epsilon: float,
+        noise: str = "euclidean",
         t: float = 0.75,
-        metric: str = "euclidean",
         lam: float | None = None,
         index: str = "exact",
         batch_size: int = 8192,
         exclude_outputs: Any = None,
+        metric: str | None = None,
     ) -> None:
         if index not in ("exact", "exact-bf16"):
             raise ValueError(f"index must be 'exact' or 'exact-bf16' (Vickrey needs the two nearest words), got {index!r}")
-        if metric not in VICKREY_METRICS:
-            raise ValueError(f"metric must be one of {', '.join(VICKREY_METRICS)}, got {metric!r}")
-        if metric == "euclidean":
+        noise = _noise_family(noise, metric)
+        if noise == "euclidean":
             if lam not in (None, 0, 0.0):
-                raise ValueError(f"lam={lam!r} applies only to metric='mahalanobis'; drop it or pass --param metric=mahalanobis")
+                raise ValueError(f"lam={lam!r} applies only to noise='mahalanobis'; drop it or pass --param noise=mahalanobis")
             lam = 0.0
         elif lam is None:
             lam = 0.75
         self.t = check_unit_interval("t", t)
-        self.vickrey_metric = metric
+        self.noise = noise
         super().__init__(
             embedding, epsilon=epsilon, lam=lam, index=index, batch_size=check_int("batch_size", batch_size, minimum=1), exclude_outputs=exclude_outputs
         )
@@ -147,7 +168,7 @@ class Vickrey(Mahalanobis):
         return (nn, dist) if self._exclusion is None else (self._exclusion.allowed[nn], dist)
 
     def derive_guarantee(self) -> Guarantee:
-        if self.vickrey_metric == "euclidean":
+        if self.noise == "euclidean":
             return Guarantee(self.epsilon, "Euclidean distance between embedding vectors", self._domain)
         return Guarantee(self.epsilon, f"regularized Mahalanobis distance (lam={self.lam:g}) between embedding vectors", self._domain)
 
@@ -160,8 +181,8 @@ class Vickrey(Mahalanobis):
         return Mechanism.calibration_estimator(self)
 
     def _params(self) -> dict[str, Any]:
-        p: dict[str, Any] = {"t": self.t, "metric": self.vickrey_metric}
-        if self.vickrey_metric == "mahalanobis":
+        p: dict[str, Any] = {"t": self.t, "noise": self.noise}
+        if self.noise == "mahalanobis":
             p["lam"] = self.lam
         if self._index_spec != "exact":
             p["index"] = self._index_spec

@@ -177,7 +177,7 @@ def _build_spec(name: str, cls: type[Mechanism]) -> MechanismSpec:
     first = signature[0] if signature and signature[0].kind is not inspect.Parameter.KEYWORD_ONLY else None
     rest = signature[1:] if first is not None else signature
     texts = _descriptions(cls)
-    params = tuple(s for p in rest if p.name != "epsilon" and (s := _param_spec(p, texts.get(p.name, ""))) is not None)
+    params = tuple(s for p in rest if p.name != "epsilon" and p.name not in cls.deprecated_params and (s := _param_spec(p, texts.get(p.name, ""))) is not None)
     vocabulary = _vocabulary(cls, first)
     excluded = None
     if vocabulary is None:

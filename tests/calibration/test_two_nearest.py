@@ -27,7 +27,7 @@ def _embedding(n: int = 300, dim: int = 6, seed: int = 0) -> Embedding:
 EMB = _embedding()
 GRID = np.geomspace(0.3, 30, 11)
 IDS = np.array([0, 1, 3, 50, 100, 150, 200, 250])  # isolated and ordinary words
-VARIANTS = {"euclidean": {}, "mahalanobis": {"metric": "mahalanobis", "lam": 0.7}}
+VARIANTS = {"euclidean": {}, "mahalanobis": {"noise": "mahalanobis", "lam": 0.7}}
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

@@ -74,14 +74,14 @@ def test_privatize_jsonl_equals_the_python_api_for_the_same_seed_and_key(spark, 
     assert err[-1].startswith("madlib epsilon=3: column 'text' privatized on Spark") and "rows keyed by 'id'" in err[-1]
     got = spark.read.parquet(str(out)).toPandas().set_index("id").sort_index()
     mech = deniable.get_mechanism("madlib", load_embedding(emb), epsilon=3)
-    ref = privatize_keyed(mech, [r["text"] for r in records], [r["id"] for r in records], seed=5, stream="text")
+    ref = privatize_keyed(mech, [r["text"] for r in records], [r["id"] for r in records], rng=5, stream="text")
     assert got["text"].tolist() == ref and got["user"].tolist() == [r["user"] for r in records]
     assert got["text"].isna().sum() == sum(r["text"] is None for r in records) > 0
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     # the same call from Python (deniable.spark.files); another release identity, another draw
     from deniable.spark.files import privatize_files
 
-    privatize_files(src, tmp_path / "api", mech, spark=spark, key="id", seed=5, output_format="parquet")
+    privatize_files(src, tmp_path / "api", mech, spark=spark, key="id", rng=5, output_format="parquet")
     api = spark.read.parquet(str(tmp_path / "api")).toPandas().set_index("id").sort_index()
     assert api["text"].tolist() == ref
     res = run("privatize", src, "-o", tmp_path / "other", "--spark", "-m", "madlib", "--embedding", emb, "-e", "3", "--seed", "5", "--key", "id", "--release-id", "t2")
@@ -90,7 +90,7 @@ def test_privatize_jsonl_equals_the_python_api_for_the_same_seed_and_key(spark, 
     other = spark.read.json(str(tmp_path / "other")).toPandas().set_index("id").sort_index()  # jsonl, as the input
     assert other["text"].tolist() != ref
     texts = [r["text"] for r in records]
-    assert other["text"].tolist() == privatize_keyed(mech, texts, [r["id"] for r in records], seed=5, stream="text", release_id="t2")
+    assert other["text"].tolist() == privatize_keyed(mech, texts, [r["id"] for r in records], rng=5, stream="text", release_id="t2")
 
 
 def test_privatize_csv_directory_independent_by_default_content_keys_on_request(spark, emb, tmp_path):  # noqa: F811
@@ -128,7 +128,7 @@ def test_privatize_csv_directory_independent_by_default_content_keys_on_request(
     texts = [r["text"] or "w0, with a comma" for r in records]
     mech = deniable.get_mechanism("madlib", load_embedding(emb), epsilon=2)
     with pytest.warns(deniable.PrivacyWarning):
-        ref = privatize_keyed(mech, texts, seed=9, stream="body", content_keys=True)
+        ref = privatize_keyed(mech, texts, rng=9, stream="body", content_keys=True)
     assert [got[r["id"]] for r in records] == ref
     assert len({got[i] for i in range(3, 120, 10)}) == 1  # content keys: identical texts, identical outputs
 
@@ -148,7 +148,7 @@ def test_max_nw_resolves_epsilon_on_the_driver(spark, emb, tmp_path):  # noqa: F
     assert f"madlib epsilon={mech.epsilon:.4g} (chosen for max N_w 0.5)" in single.stderr  # the same choice without Spark
     got = [r.value for r in spark.read.text(str(out)).collect()]
     with pytest.warns(deniable.PrivacyWarning):
-        assert got == privatize_keyed(mech, lines, seed=0, stream="text", content_keys=True)
+        assert got == privatize_keyed(mech, lines, rng=0, stream="text", content_keys=True)
 
 
 def _users(tmp_path):

@@ -20,11 +20,11 @@ def test_map_is_small_and_independent_of_num_proc_and_batch_size(tmp_path, monke
     mech = deniable.get_mechanism("madlib", random_embedding(4000, 50), epsilon=3)  # ~2 MB of arrays
     texts = [f"w{i % 50} w{(i * 7) % 4000} unknown" for i in range(60)] + [None]
     ds = datasets.Dataset.from_dict({"text": texts, "id": list(range(61))})
-    fn = dataset_privatizer(mech, "text", key="id", seed=3, output_column="private")
+    fn = dataset_privatizer(mech, "text", key="id", rng=3, output_column="private")
     assert len(pickle.dumps(fn)) < 2000 < len(pickle.dumps(mech)) // 100
     one = ds.map(fn, batched=True, batch_size=7)["private"]
-    two = privatize_dataset(ds, "text", mech, key="id", seed=3, output_column="private", num_proc=2, batch_size=25)["private"]
-    assert one == two == privatize_keyed(mech, texts, list(range(61)), seed=3, stream="text")
+    two = privatize_dataset(ds, "text", mech, key="id", rng=3, output_column="private", num_proc=2, batch_size=25)["private"]
+    assert one == two == privatize_keyed(mech, texts, list(range(61)), rng=3, stream="text")
     assert one[-1] is None and all("unknown" not in t for t in one[:-1])
 
 
@@ -40,17 +40,17 @@ def test_each_split_and_each_data_set_is_its_own_release():
     assert isinstance(out, datasets.DatasetDict) and set(out) == {"train", "test"}
     train, test = list(out["train"]["text"]), list(out["test"]["text"])
     assert train != test and len(set(train)) > 1  # no randomness shared between or within the splits
-    seeded = privatize_dataset(dd, "text", mech, key="id", seed=4)
-    ref = {name: privatize_keyed(mech, [text] * 8, list(range(8)), seed=4, stream="text", release_id=name) for name in ("train", "test")}
+    seeded = privatize_dataset(dd, "text", mech, key="id", rng=4)
+    ref = {name: privatize_keyed(mech, [text] * 8, list(range(8)), rng=4, stream="text", release_id=name) for name in ("train", "test")}
     assert {name: list(seeded[name]["text"]) for name in seeded} == ref
-    assert list(privatize_dataset(split, "text", mech, key="id", seed=4, release_id="train")["text"]) == ref["train"]
+    assert list(privatize_dataset(split, "text", mech, key="id", rng=4, release_id="train")["text"]) == ref["train"]
     fn = dataset_privatizer(mech, "text")
     a, b = split.map(fn, batched=True)["text"], split.map(fn, batched=True)["text"]
     assert list(a) != list(b)  # one privatizer, two data sets: independent
     with pytest.raises(ValueError, match=r"seed=4 without row keys.*key=<id column>"):
-        privatize_dataset(dd, "text", mech, seed=4)
+        privatize_dataset(dd, "text", mech, rng=4)
     with pytest.warns(deniable.PrivacyWarning, match="content_keys"):
-        same = privatize_dataset(dd, "text", mech, seed=4, content_keys=True)
+        same = privatize_dataset(dd, "text", mech, rng=4, content_keys=True)
     assert len(set(same["train"]["text"])) == 1
 
 
@@ -61,3 +61,22 @@ def test_map_needs_batches_and_names_the_batch_in_errors():
         ds.map(dataset_privatizer(mech, "text"))
     with pytest.raises(ValueError, match="batch starting at dataset row 0: row 1: the row key is missing"):
         ds.map(dataset_privatizer(mech, "text", key="id"), batched=True, with_indices=True)
+
+
+def test_seed_is_a_deprecated_alias_of_rng(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path))
+    mech = deniable.get_mechanism("madlib", random_embedding(40, 4), epsilon=1)
+    texts = [f"w{i % 40} w{(i * 3) % 40}" for i in range(20)]
+    ds = datasets.Dataset.from_dict({"text": texts, "id": list(range(20))})
+    new = privatize_dataset(ds, "text", mech, key="id", rng=6)["text"]
+    with pytest.warns(DeprecationWarning, match=r"privatize_dataset\(seed=\.\.\.\) is deprecated; use rng="):
+        old = privatize_dataset(ds, "text", mech, key="id", seed=6)["text"]
+    assert old == new == privatize_keyed(mech, texts, list(range(20)), rng=6, stream="text")
+    assert new != privatize_dataset(ds, "text", mech, key="id", rng=7)["text"]  # control: the seed matters
+    with pytest.warns(DeprecationWarning, match=r"dataset_privatizer\(seed=\.\.\.\) is deprecated; use rng="):
+        fn = dataset_privatizer(mech, "text", key="id", seed=6)
+    assert ds.map(fn, batched=True)["text"] == new
+    with pytest.raises(TypeError, match="both rng= and seed="):
+        privatize_dataset(ds, "text", mech, key="id", rng=6, seed=6)
+    with pytest.raises(TypeError, match="both rng= and seed="):
+        dataset_privatizer(mech, "text", key="id", rng=6, seed=6)

@@ -196,12 +196,12 @@ ADAPTERS = {
 def _content_one(mech, texts):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
-        return privatize_keyed(mech, texts, seed=11, content_keys=True)
+        return privatize_keyed(mech, texts, rng=11, content_keys=True)
 
 
 def _shared_seed_two(mech, t1, t2):
     # two releases keyed by position under one secret: row i of both shares its generator
-    return privatize_keyed(mech, t1, range(len(t1)), seed=11), privatize_keyed(mech, t2, range(len(t2)), seed=11)
+    return privatize_keyed(mech, t1, range(len(t1)), rng=11), privatize_keyed(mech, t2, range(len(t2)), rng=11)
 
 
 def _frame_content_one(mech, texts):

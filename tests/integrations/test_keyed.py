@@ -40,7 +40,7 @@ def test_batched_equals_row_by_row_definition(name, oov):
     mech = deniable.get_mechanism(name, emb, epsilon=2, **params)
     texts = _texts(300) + [None, ""]
     keys = list(range(len(texts)))
-    got = privatize_keyed(mech, texts, keys, seed=9, stream="col", oov=oov)
+    got = privatize_keyed(mech, texts, keys, rng=9, stream="col", oov=oov)
     assert got == _reference(mech, texts, keys, 9, "col", oov=oov)
     assert got[-2] is None and got[-1] == ""
 
@@ -52,7 +52,7 @@ def test_brr_batched_equals_row_by_row_definition():
     mech = deniable.get_mechanism("brr", be, epsilon=3)
     texts = _texts(200, seed=3)
     keys = [f"id-{i}" for i in range(len(texts))]
-    assert privatize_keyed(mech, texts, keys, seed=4, stream="s") == _reference(mech, texts, keys, 4, "s")
+    assert privatize_keyed(mech, texts, keys, rng=4, stream="s") == _reference(mech, texts, keys, 4, "s")
 
 
 def test_search_mechanisms_take_the_batched_path(monkeypatch):
@@ -68,7 +68,7 @@ def test_search_mechanisms_take_the_batched_path(monkeypatch):
     real = mech.index.search
     monkeypatch.setattr(mech.index, "search", lambda q, *a, **k: calls.append(len(q)) or real(q, *a, **k), raising=False)
     texts = _texts(100)
-    privatize_keyed(mech, texts, list(range(100)), seed=0)
+    privatize_keyed(mech, texts, list(range(100)), rng=0)
     assert len(calls) == 1  # one batched search for the 100 rows
 
 
@@ -76,16 +76,16 @@ def test_rows_are_independent_of_their_batch_and_of_each_other():
     mech = deniable.get_mechanism("madlib", random_embedding(40, 4), epsilon=2)
     texts = _texts(120)
     keys = list(range(120))
-    whole = privatize_keyed(mech, texts, keys, seed=1, stream="t")
-    parts = privatize_keyed(mech, texts[:50], keys[:50], seed=1, stream="t") + privatize_keyed(mech, texts[50:], keys[50:], seed=1, stream="t")
+    whole = privatize_keyed(mech, texts, keys, rng=1, stream="t")
+    parts = privatize_keyed(mech, texts[:50], keys[:50], rng=1, stream="t") + privatize_keyed(mech, texts[50:], keys[50:], rng=1, stream="t")
     shuffled = np.random.default_rng(0).permutation(120)
-    perm = privatize_keyed(mech, [texts[i] for i in shuffled], [keys[i] for i in shuffled], seed=1, stream="t")
+    perm = privatize_keyed(mech, [texts[i] for i in shuffled], [keys[i] for i in shuffled], rng=1, stream="t")
     assert whole == parts == [perm[list(shuffled).index(i)] for i in range(120)]
     # another seed, stream or release identity: another draw
-    assert whole != privatize_keyed(mech, texts, keys, seed=2, stream="t")
-    assert whole != privatize_keyed(mech, texts, keys, seed=1, stream="u")
-    assert whole != privatize_keyed(mech, texts, keys, seed=1, stream="t", release_id="test")
-    named = privatize_keyed(mech, texts, keys, seed=1, stream="t", release_id="test")
+    assert whole != privatize_keyed(mech, texts, keys, rng=2, stream="t")
+    assert whole != privatize_keyed(mech, texts, keys, rng=1, stream="u")
+    assert whole != privatize_keyed(mech, texts, keys, rng=1, stream="t", release_id="test")
+    named = privatize_keyed(mech, texts, keys, rng=1, stream="t", release_id="test")
     assert named == _reference_release(mech, texts, keys, 1, "t", "test")
 
 
@@ -103,19 +103,19 @@ def test_default_rows_are_independent_and_seeds_need_keys():
     assert len(set(one)) > 1  # equal texts, independent draws
     assert one != privatize_keyed(mech, [text] * 6)  # another call, another secret
     with pytest.raises(ValueError, match=r"seed=1 without row keys.*unique key"):
-        privatize_keyed(mech, [text], seed=1)
+        privatize_keyed(mech, [text], rng=1)
     with pytest.warns(PrivacyWarning, match="content_keys=True keys each row by its text") as rec:
-        same = privatize_keyed(mech, [text] * 5, seed=1, content_keys=True)
+        same = privatize_keyed(mech, [text] * 5, rng=1, content_keys=True)
     assert rec[0].filename == __file__  # the warning names the caller's line
     assert len(set(same)) == 1
     with pytest.raises(ValueError, match="cannot be combined with explicit keys"):
         privatize_keyed(mech, [text], [0], content_keys=True)
     with pytest.raises(ValueError, match="release_id must be a non-empty string"):
-        privatize_keyed(mech, [text], [0], seed=1, release_id="")
+        privatize_keyed(mech, [text], [0], rng=1, release_id="")
     # a Generator is drawn from: reproducible from its seed, and successive calls differ
     g = np.random.default_rng(3)
-    first, second = privatize_keyed(mech, [text] * 3, seed=g), privatize_keyed(mech, [text] * 3, seed=g)
-    assert first != second and first == privatize_keyed(mech, [text] * 3, seed=np.random.default_rng(3))
+    first, second = privatize_keyed(mech, [text] * 3, rng=g), privatize_keyed(mech, [text] * 3, rng=g)
+    assert first != second and first == privatize_keyed(mech, [text] * 3, rng=np.random.default_rng(3))
 
 
 def test_resolve_randomness_rule():
@@ -160,13 +160,13 @@ def test_key_canonical_forms():
 def test_errors_name_the_row():
     mech = deniable.get_mechanism("madlib", random_embedding(10, 3), epsilon=2)
     with pytest.raises(TypeError, match="row 1: texts must be strings"):
-        privatize_keyed(mech, ["w1", 5], [0, 1], seed=0)
+        privatize_keyed(mech, ["w1", 5], [0, 1], rng=0)
     with pytest.raises(ValueError, match="row 1: the row key is missing"):
-        privatize_keyed(mech, ["w1", "w2"], [0, None], seed=0)
+        privatize_keyed(mech, ["w1", "w2"], [0, None], rng=0)
     with pytest.raises(TypeError, match="row 0: row keys must be"):
-        privatize_keyed(mech, ["w1"], [1.5], seed=0)
+        privatize_keyed(mech, ["w1"], [1.5], rng=0)
     with pytest.raises(ValueError, match="seed must be a non-negative integer"):
-        privatize_keyed(mech, ["w1"], seed=-1)
+        privatize_keyed(mech, ["w1"], rng=-1)
 
 
 @pytest.mark.slow
@@ -177,14 +177,14 @@ def test_keyed_rows_follow_the_mechanisms_distribution():
     mech = deniable.get_mechanism("tem", emb, epsilon=2, cache_dir=False)
     p = mech.probabilities("w0")
     n = 6000
-    out = privatize_keyed(mech, ["w0"] * n, list(range(n)), seed=123, stream="x", case="lower")
+    out = privatize_keyed(mech, ["w0"] * n, list(range(n)), rng=123, stream="x", case="lower")
     counts = np.bincount(mech.vocabulary.ids_of(out), minlength=len(p))
     keep = p * n >= 5
     observed = np.append(counts[keep], counts[~keep].sum())
     expected = np.append(p[keep] * n, p[~keep].sum() * n)
     nonzero = expected > 0
     assert stats.chisquare(observed[nonzero], expected[nonzero]).pvalue > 1e-4
-    shared = privatize_keyed(mech, ["w0"] * n, [0] * n, seed=123, stream="x", case="lower")
+    shared = privatize_keyed(mech, ["w0"] * n, [0] * n, rng=123, stream="x", case="lower")
     c2 = np.bincount(mech.vocabulary.ids_of(shared), minlength=len(p))
     observed2 = np.append(c2[keep], c2[~keep].sum())
     assert stats.chisquare(observed2[nonzero], expected[nonzero]).pvalue < 1e-4
@@ -206,3 +206,23 @@ def test_bound_contributions_is_keyed_by_user():
     assert (keyed_bound_contributions(counts, max_ngrams_per_user=4, seed=4).matrix != keyed_bound_contributions(counts, max_ngrams_per_user=4, seed=3).matrix).nnz
     unbounded = keyed_bound_contributions(counts)
     assert (unbounded.matrix != counts.matrix).nnz == 0
+
+
+def test_seed_is_a_deprecated_alias_of_rng():
+    """seed= gives the outputs of rng= for the same int, with a DeprecationWarning naming rng=
+    at the caller's line; both at once is refused; a Generator rng is drawn from (no warning)."""
+    import warnings
+
+    mech = deniable.get_mechanism("madlib", random_embedding(40, 4), epsilon=0.5)
+    texts, keys = _texts(50), list(range(50))
+    with pytest.warns(DeprecationWarning, match=r"privatize_keyed\(seed=\.\.\.\) is deprecated; use rng=") as rec:
+        old = privatize_keyed(mech, texts, keys, seed=7, stream="s")
+    assert rec[0].filename == __file__
+    assert old == privatize_keyed(mech, texts, keys, rng=7, stream="s") == _reference(mech, texts, keys, 7, "s")
+    assert old != privatize_keyed(mech, texts, keys, rng=8, stream="s")  # control: the seed matters
+    with pytest.raises(TypeError, match="both rng= and seed=.*give rng= only"):
+        privatize_keyed(mech, texts, keys, rng=7, seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        drawn = privatize_keyed(mech, texts, keys, rng=np.random.default_rng(5))
+    assert drawn == privatize_keyed(mech, texts, keys, rng=np.random.default_rng(5))

@@ -24,7 +24,7 @@ def test_series_keeps_missing_values_and_matches_the_keyed_reference(mech):
     out = privatize_series(s, mech, key="index", rng=0)
     assert out.index.equals(s.index) and out.name == "text"
     assert out["b"] is None and isinstance(out["c"], float) and np.isnan(out["c"]) and out["e"] is pd.NA
-    assert out[["a", "d", "f"]].tolist() == privatize_keyed(mech, ["w1 w2, w3", "W4 unknownword", ""], ["a", "d", "f"], seed=0, stream="text")
+    assert out[["a", "d", "f"]].tolist() == privatize_keyed(mech, ["w1 w2, w3", "W4 unknownword", ""], ["a", "d", "f"], rng=0, stream="text")
     assert "unknownword" not in out["d"]
     typed = privatize_series(s.astype("string"), mech)
     assert typed.dtype == "string" and typed.isna().tolist() == [False, True, True, False, True, False]
@@ -43,7 +43,7 @@ def test_default_is_a_fresh_release_with_independent_rows(mech):
     train = privatize_frame(df, "text", mech, key="id", rng=1, release_id="train")["text"]
     test = privatize_frame(df, "text", mech, key="id", rng=1, release_id="test")["text"]
     assert train.tolist() != test.tolist()
-    assert train.tolist() == privatize_keyed(mech, s.tolist(), list(range(6)), seed=1, stream="text", release_id="train")
+    assert train.tolist() == privatize_keyed(mech, s.tolist(), list(range(6)), rng=1, stream="text", release_id="train")
     with pytest.warns(deniable.PrivacyWarning, match="content_keys"):
         same = privatize_frame(df, "text", mech, rng=1, content_keys=True)["text"]
     assert same.nunique() == 1
@@ -66,7 +66,7 @@ def test_keyed_mode_equals_the_reference_and_ignores_order(mech):
     df = pd.DataFrame({"id": [5, 3, 9, 1], "text": ["w1 w2", None, "w3 w3 w3", "w1 w2"]})
     out = privatize_frame(df, "text", mech, key="id", rng=4, output_col="private")
     assert out["text"].equals(df["text"])  # the input column is kept
-    ref = privatize_keyed(mech, df["text"].tolist(), df["id"].tolist(), seed=4, stream="text")
+    ref = privatize_keyed(mech, df["text"].tolist(), df["id"].tolist(), rng=4, stream="text")
     assert out["private"].tolist() == ref
     shuffled = privatize_frame(df.iloc[::-1], "text", mech, key="id", rng=4)
     assert shuffled["text"].iloc[::-1].tolist() == ref

@@ -29,7 +29,7 @@ def test_pack_and_load_give_the_same_mechanism(tmp_path):
     assert isinstance(loaded.embedding.vectors.base, np.memmap) or isinstance(loaded.embedding.vectors.base.base, np.memmap)
     assert not loaded.embedding.vectors.flags.writeable
     texts = ["w1 w2 w3", "w4000 w17", None]
-    assert privatize_keyed(loaded, texts, [0, 1, 2], seed=1) == privatize_keyed(mech, texts, [0, 1, 2], seed=1)
+    assert privatize_keyed(loaded, texts, [0, 1, 2], rng=1) == privatize_keyed(mech, texts, [0, 1, 2], rng=1)
     assert loaded.embedding.fingerprint == mech.embedding.fingerprint
     assert pack(mech, tmp_path).digest == ship.digest  # same content, same files
 
@@ -42,10 +42,10 @@ def test_shipment_for_caches_per_object_and_loads_in_a_fresh_process(tmp_path):
     code = (
         "import pickle, sys; ship = pickle.loads(sys.stdin.buffer.read());"
         "from deniable.integrations.keyed import privatize_keyed;"
-        "print(privatize_keyed(ship.load(), ['w1 w2 w2999'], [0], seed=5)[0])"
+        "print(privatize_keyed(ship.load(), ['w1 w2 w2999'], [0], rng=5)[0])"
     )
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(ship), capture_output=True, check=True)
-    assert out.stdout.decode().strip() == privatize_keyed(mech, ["w1 w2 w2999"], [0], seed=5)[0]
+    assert out.stdout.decode().strip() == privatize_keyed(mech, ["w1 w2 w2999"], [0], rng=5)[0]
 
 
 def test_tem_ships_its_tables_and_brr_falls_back_to_its_own_pickling(tmp_path):
@@ -58,8 +58,8 @@ def test_tem_ships_its_tables_and_brr_falls_back_to_its_own_pickling(tmp_path):
     loaded = ship.load()
     assert loaded._nb is not None  # the neighbourhood table came with it, not rebuilt
     texts = ["w1 w2 w299", "w7"]
-    assert privatize_keyed(loaded, texts, [0, 1], seed=3) == privatize_keyed(tem, texts, [0, 1], seed=3)
+    assert privatize_keyed(loaded, texts, [0, 1], rng=3) == privatize_keyed(tem, texts, [0, 1], rng=3)
     brr = deniable.get_mechanism("brr", binarize(random_embedding(60, 16), n_bits=16, rng=0), epsilon=3)
     ship = pack(brr, tmp_path)
     shipping._LOADED.pop(ship.digest, None)
-    assert privatize_keyed(ship.load(), texts, [0, 1], seed=3) == privatize_keyed(brr, texts, [0, 1], seed=3)
+    assert privatize_keyed(ship.load(), texts, [0, 1], rng=3) == privatize_keyed(brr, texts, [0, 1], rng=3)

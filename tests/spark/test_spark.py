@@ -37,18 +37,18 @@ def test_privatize_column_equals_single_process_for_any_partitioning(spark, mech
 
     rows = _rows(100_000)
     df = spark.createDataFrame(pd.DataFrame(rows, columns=["id", "text"]), "id long, text string")  # via Arrow
-    got7 = privatize_column(df.repartition(7), "text", mech, key="id", seed=11, output_col="private").select("id", "private").toPandas()
+    got7 = privatize_column(df.repartition(7), "text", mech, key="id", rng=11, output_col="private").select("id", "private").toPandas()
     assert len(got7) == len(rows) and got7["id"].nunique() == len(rows)
     by_id = dict(zip(got7["id"].tolist(), got7["private"].tolist()))
     # rows are independent of their batch (tests/integrations/test_keyed.py), so the reference can
     # be computed for every 5th row only: 20,000 rows compared one by one
     sample = rows[::5]
-    ref = dict(zip([i for i, _ in sample], privatize_keyed(mech, [t for _, t in sample], [i for i, _ in sample], seed=11, stream="text")))
+    ref = dict(zip([i for i, _ in sample], privatize_keyed(mech, [t for _, t in sample], [i for i, _ in sample], rng=11, stream="text")))
     mismatches = [i for i in ref if by_id[i] != ref[i]]
     assert not mismatches, f"{len(mismatches)} rows differ from the single-process output, e.g. id {mismatches[:3]}"
     assert by_id[3] is None and by_id[4] is not None  # nulls stay null
     assert sum(v is None for v in by_id.values()) == sum(t is None for _, t in rows)
-    one = privatize_column(df.filter("id % 50 = 0").repartition(1), "text", mech, key="id", seed=11, output_col="p").select("id", "p").collect()
+    one = privatize_column(df.filter("id % 50 = 0").repartition(1), "text", mech, key="id", rng=11, output_col="p").select("id", "p").collect()
     assert len(one) == 2000 and all(r.p == ref[r.id] for r in one)
 
 
@@ -62,7 +62,7 @@ def test_retried_task_reproduces_its_output_even_without_a_seed(spark, mech, tmp
 
     df = spark.createDataFrame(_rows(3000, seed=1), "id long, text string").repartition(3)
     for seed, key in ((5, "id"), (None, "id"), (None, None)):
-        private = privatize_column(df, "text", mech, seed=seed, key=key)
+        private = privatize_column(df, "text", mech, rng=seed, key=key)
         clean = {r.id: r.text for r in private.collect()}
         marker = tmp_path / f"failed-{seed}-{key}"
 
@@ -84,31 +84,31 @@ def test_nulls_empty_partitions_and_keys(spark, mech):
 
     rows = [(1, "w1 w2 w3"), (2, None), (None, None), (4, "w1 w2 w3"), (5, "")]
     df = spark.createDataFrame(rows, "id long, text string").repartition(12)  # most partitions empty
-    got = {r.id: r.text for r in privatize_column(df, "text", mech, key="id", seed=3).collect()}
-    ref = privatize_keyed(mech, [t for _, t in rows], [0 if i is None else i for i, _ in rows], seed=3, stream="text")
+    got = {r.id: r.text for r in privatize_column(df, "text", mech, key="id", rng=3).collect()}
+    ref = privatize_keyed(mech, [t for _, t in rows], [0 if i is None else i for i, _ in rows], rng=3, stream="text")
     assert got == {i: ref[j] for j, (i, _) in enumerate(rows)}
     assert got[2] is None and got[None] is None and got[5] == ""
     # content keys (opt-in, warned): identical texts, identical outputs; another stream, another draw
     with pytest.warns(deniable.PrivacyWarning, match="content_keys"):
-        both = privatize_column(df, "text", mech, seed=3, output_col="a", content_keys=True)
+        both = privatize_column(df, "text", mech, rng=3, output_col="a", content_keys=True)
     with pytest.warns(deniable.PrivacyWarning):
-        both = privatize_column(both, "text", mech, seed=3, output_col="b", stream="other", content_keys=True)
+        both = privatize_column(both, "text", mech, rng=3, output_col="b", stream="other", content_keys=True)
     out = {r.id: (r.a, r.b) for r in both.collect()}
     assert out[1][0] == out[4][0]
     with pytest.warns(deniable.PrivacyWarning):
-        ref = privatize_keyed(mech, ["w1 w2 w3"], seed=3, stream="other", content_keys=True)
+        ref = privatize_keyed(mech, ["w1 w2 w3"], rng=3, stream="other", content_keys=True)
     assert out[1][1] == ref[0]
     # a release identity separates two tables keyed by the same ids
-    named = {r.id: r.text for r in privatize_column(df, "text", mech, key="id", seed=3, release_id="t2").collect()}
-    assert named[1] == privatize_keyed(mech, ["w1 w2 w3"], [1], seed=3, stream="text", release_id="t2")[0]
+    named = {r.id: r.text for r in privatize_column(df, "text", mech, key="id", rng=3, release_id="t2").collect()}
+    assert named[1] == privatize_keyed(mech, ["w1 w2 w3"], [1], rng=3, stream="text", release_id="t2")[0]
     # a seed without a key is refused on the driver, before any job
     with pytest.raises(ValueError, match=r"seed=3 without row keys.*key=<id column>"):
-        privatize_column(df, "text", mech, seed=3)
+        privatize_column(df, "text", mech, rng=3)
     with pytest.raises(ValueError, match="cannot be combined with explicit keys"):
         privatize_column(df, "text", mech, key="id", content_keys=True)
     with pytest.raises(Exception, match="null in a row whose text is not null"):
         bad = spark.createDataFrame([(None, "w1")], "id long, text string")
-        privatize_column(bad, "text", mech, key="id", seed=0).collect()
+        privatize_column(bad, "text", mech, key="id", rng=0).collect()
 
 
 def test_privatize_column_validates_on_the_driver(spark, mech):
@@ -157,7 +157,7 @@ def test_count_ngrams_equals_single_machine_counting(spark, tmp_path):
     assert (got.matrix != single.matrix).nnz == 0
 
     # bounded on the executors == bounded on one machine, whatever the partitioning
-    bounded = count_ngrams(df.repartition(5), "user", "text", vocab, max_ngrams_per_user=3, C=1, seed=7)
+    bounded = count_ngrams(df.repartition(5), "user", "text", vocab, max_ngrams_per_user=3, C=1, rng=7)
     ref = keyed_bound_contributions(single, max_ngrams_per_user=3, C=1, seed=7)
     order = [bounded.user_ids.index(u) for u in ref.user_ids]
     assert (bounded.matrix[order] != ref.matrix).nnz == 0
@@ -186,12 +186,12 @@ def test_file_jobs_read_directories_and_write_atomically(spark, mech, tmp_path):
                 f.write(json.dumps(r) + "\n")
     assert detect_table_format(src) == "jsonl"
     out = tmp_path / "private.parquet"
-    privatize_files(src, out, mech, spark=spark, output_format="parquet", key="id", seed=2)
+    privatize_files(src, out, mech, spark=spark, output_format="parquet", key="id", rng=2)
     got = spark.read.parquet(str(out)).toPandas().set_index("id").sort_index()
-    ref = privatize_keyed(mech, [r["text"] for r in records], [r["id"] for r in records], seed=2, stream="text")
+    ref = privatize_keyed(mech, [r["text"] for r in records], [r["id"] for r in records], rng=2, stream="text")
     assert got["text"].tolist() == ref and got["user"].tolist() == [r["user"] for r in records]
     with pytest.raises(FileExistsError):
-        privatize_files(src, out, mech, spark=spark, key="id", seed=2)
+        privatize_files(src, out, mech, spark=spark, key="id", rng=2)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
     vocab = ngrams.build_vocabulary(ngrams.count_public([r["text"] for r in records], 2), n=2)
@@ -217,3 +217,29 @@ def test_workers_that_cannot_import_deniable_give_one_clear_error(spark, monkeyp
     monkeypatch.undo()
     ds.check_workers(spark)  # the real probe passes on this session, and is remembered
     assert str(spark.sparkContext.applicationId) in ds._CHECKED
+
+
+def test_seed_is_a_deprecated_alias_of_rng(spark, mech):
+    """privatize_column(seed=) and count_ngrams(seed=) give the outputs of rng= for the same int,
+    with a DeprecationWarning naming rng=; both at once is refused on the driver."""
+    from deniable.spark import count_ngrams, privatize_column
+
+    rows = _rows(40)
+    df = spark.createDataFrame(rows, "id long, text string").repartition(3)
+    new = {r.id: r.text for r in privatize_column(df, "text", mech, key="id", rng=4).collect()}
+    with pytest.warns(DeprecationWarning, match=r"privatize_column\(seed=\.\.\.\) is deprecated; use rng="):
+        old = {r.id: r.text for r in privatize_column(df, "text", mech, key="id", seed=4).collect()}
+    assert old == new == dict(zip([i for i, _ in rows], privatize_keyed(mech, [t for _, t in rows], [i for i, _ in rows], rng=4, stream="text")))
+    assert new != {r.id: r.text for r in privatize_column(df, "text", mech, key="id", rng=5).collect()}  # control
+    with pytest.raises(TypeError, match="both rng= and seed="):
+        privatize_column(df, "text", mech, key="id", rng=4, seed=4)
+
+    records = [(u, " ".join(f"w{(u * 7 + j) % 60}" for j in range(12))) for u in range(6)]
+    vocab = ngrams.build_vocabulary(ngrams.count_public([t for _, t in records], 1), n=1, max_size=60)
+    udf = spark.createDataFrame(records, "user long, text string")
+    by_rng = count_ngrams(udf, "user", "text", vocab, max_ngrams_per_user=2, rng=7)
+    with pytest.warns(DeprecationWarning, match=r"count_ngrams\(seed=\.\.\.\) is deprecated; use rng="):
+        by_seed = count_ngrams(udf, "user", "text", vocab, max_ngrams_per_user=2, seed=7)
+    assert by_rng.user_ids == by_seed.user_ids and (by_rng.matrix != by_seed.matrix).nnz == 0
+    with pytest.raises(TypeError, match="both rng= and seed="):
+        count_ngrams(udf, "user", "text", vocab, rng=7, seed=7)

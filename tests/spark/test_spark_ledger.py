@@ -66,7 +66,7 @@ def test_cap_and_ledger_on_spark_equal_the_pandas_path(spark, mech, tmp_path):
     shuffled = records[::-1]  # the cap follows the key, not the order of the rows in the DataFrame
     df = spark.createDataFrame(pd.DataFrame(shuffled)).repartition(3)
     book = Ledger(tmp_path / "l.db")
-    out = privatize_column(df, "text", mech, key="id", seed=5, user_col="user", max_words_per_user=CAP, ledger=book, dataset="posts")
+    out = privatize_column(df, "text", mech, key="id", rng=5, user_col="user", max_words_per_user=CAP, ledger=book, dataset="posts")
     got = out.toPandas().set_index("id").sort_index()
     ref = privatize_frame(pd.DataFrame(records), "text", mech, key="id", rng=5, user_col="user", max_words_per_user=CAP).set_index("id")
     assert got["text"].tolist() == ref["text"].tolist()
@@ -83,10 +83,10 @@ def test_cap_and_ledger_on_spark_equal_the_pandas_path(spark, mech, tmp_path):
     (rel,) = book.releases()
     assert (rel.records, rel.words, rel.users) == (sum(e[0] for e in expected.values()), 4 * CAP, 4)
     # the cap without a ledger: the same output, nothing recorded
-    alone = privatize_column(df, "text", mech, key="id", seed=5, user_col="user", max_words_per_user=CAP).toPandas().set_index("id").sort_index()
+    alone = privatize_column(df, "text", mech, key="id", rng=5, user_col="user", max_words_per_user=CAP).toPandas().set_index("id").sort_index()
     assert alone["text"].tolist() == got["text"].tolist() and len(book) == 1
     # control: without the cap, the same rows privatize more words than the cap for every user
-    free = privatize_column(df, "text", mech, key="id", seed=5).toPandas()
+    free = privatize_column(df, "text", mech, key="id", rng=5).toPandas()
     assert all(sum(_privatized(t) for t, u2 in zip(free["text"], free["user"]) if u2 == u) > CAP for u in expected)
 
 

@@ -381,7 +381,7 @@ def _privatize_spark(
         try:
             done = run.job(
                 privatize_files, source, output, mech, column=column, fmt=kind, output_format=output_format, spark=run.session,
-                key=key, seed=seed, release_id=release_id, content_keys=content_keys, oov=oov, case=case, **bounds,
+                key=key, rng=seed, release_id=release_id, content_keys=content_keys, oov=oov, case=case, **bounds,
             )
         except BudgetExceeded as exc:
             raise click.ClickException(f"{exc}; the output was not written ({output})") from None

@@ -11,7 +11,7 @@ worker process loads it once.
 Randomness (:func:`deniable.integrations.keyed.resolve_randomness`): by default every batch the
 function privatizes draws a fresh secret, and each row its own generator, so every row of every
 split and every data set the function is applied to is independent of every other. With a key
-column and a seed the output is reproducible and the same whatever ``num_proc`` and
+column and an integer ``rng`` the output is reproducible and the same whatever ``num_proc`` and
 ``batch_size`` are; :func:`privatize_dataset` then mixes the split name into each row's key, so the
 rows of two splits never share randomness.
 
@@ -23,9 +23,9 @@ Example::
     dd = load_dataset("imdb")                                   # a DatasetDict: train, test, ...
     private = privatize_dataset(dd, "text", "madlib", epsilon=10, num_proc=4)
 
-    # reproducible (experiments): a key column and a seed
+    # reproducible (experiments): a key column and an integer rng
     ds = dd["train"].add_column("id", range(len(dd["train"])))
-    private = privatize_dataset(ds, "text", "madlib", epsilon=10, key="id", seed=0, num_proc=4)
+    private = privatize_dataset(ds, "text", "madlib", epsilon=10, key="id", rng=0, num_proc=4)
 
     # or with your own map call:
     fn = dataset_privatizer("madlib", "text", epsilon=10)
@@ -39,7 +39,7 @@ from typing import Any
 
 from ..text.privatize import check_oov
 from ._common import as_mechanism, for_workers, require
-from .keyed import CONTENT, EXPLICIT, RowRandomness, check_seed, privatize_rows, resolve_randomness
+from .keyed import CONTENT, EXPLICIT, RowRandomness, privatize_rows, resolve_randomness, rng_or_seed
 from .shipping import Shipment, shipment_for
 
 __all__ = ["DatasetPrivatizer", "dataset_privatizer", "privatize_dataset"]
@@ -52,12 +52,13 @@ class DatasetPrivatizer:
     Holds only a :class:`~deniable.integrations.shipping.Shipment` and settings; the mechanism is
     loaded once per process on first call. Build it with :func:`dataset_privatizer`.
 
-    Without a seed each batch draws its own fresh secret and keys its rows by their position in
+    Without ``rng`` each batch draws its own fresh secret and keys its rows by their position in
     the batch (or by the key column), so applying the same function to two data sets, or to one
-    twice, gives independent outputs. With a seed and a key column a row draws from
+    twice, gives independent outputs. With an integer ``rng`` (or a Generator, drawn from once
+    when the function is built) and a key column a row draws from
     ``row_generator(seed, stream, key, release=release)``, the same in any batch and worker. With
     ``content_keys`` the rows are keyed by their text under the function's one secret (drawn when
-    it is built, or the seed).
+    it is built, or the caller's seed).
     """
 
     shipment: Shipment
@@ -87,7 +88,7 @@ class DatasetPrivatizer:
         texts = list(texts)
         randomness = self.randomness
         if randomness.keying != CONTENT:
-            randomness = randomness.redrawn()  # a fresh secret for this batch, unless the caller gave a seed
+            randomness = randomness.redrawn()  # a fresh secret for this batch, unless the caller gave rng
         if randomness.keying == EXPLICIT:
             if self.key not in batch:
                 raise KeyError(f"no key column {self.key!r} in the dataset batch (columns: {', '.join(batch)})")
@@ -106,19 +107,19 @@ class DatasetPrivatizer:
 
 def dataset_privatizer(
     mechanism: Any, column: str, *, epsilon: float | None = None, embedding: Any = None, output_column: str | None = None,
-    key: str | None = None, seed: int | None = None, stream: str | None = None, release_id: str | None = None,
-    content_keys: bool = False, oov: str = "unk", case: str = "preserve", **params: Any,
+    key: str | None = None, rng: Any = None, stream: str | None = None, release_id: str | None = None,
+    content_keys: bool = False, oov: str = "unk", case: str = "preserve", seed: Any = None, **params: Any,
 ) -> DatasetPrivatizer:
     """A picklable function that privatizes ``column`` in ``Dataset.map(batched=True)``.
 
     Guarantee: the mechanism's (``mechanism.guarantee``) for each text; missing values stay
     ``None``; every row has its own randomness, so the guarantees of rows compose.
 
-    Randomness (:func:`deniable.integrations.keyed.resolve_randomness`): without ``seed`` every
+    Randomness (:func:`deniable.integrations.keyed.resolve_randomness`): without ``rng`` every
     batch draws a fresh secret — the function can be applied to several data sets (or splits)
-    and each row of each gets independent randomness. With ``seed`` and ``key`` the output is
-    reproducible and does not depend on ``num_proc`` or ``batch_size``; a seed without ``key``
-    (or ``content_keys``) raises ``ValueError``.
+    and each row of each gets independent randomness. With an integer ``rng`` and ``key`` the
+    output is reproducible and does not depend on ``num_proc`` or ``batch_size``; an integer
+    ``rng`` without ``key`` (or ``content_keys``) raises ``ValueError``.
 
     Parameters
     ----------
@@ -129,22 +130,27 @@ def dataset_privatizer(
     key
         ``None`` or a column of integer, string or bytes keys, unique per row (for example
         ``ds.add_column("id", range(len(ds)))``).
-    seed
-        ``None`` (fresh secrets) or a non-negative integer (reproducible; needs ``key``).
+    rng
+        ``None`` (fresh secrets), a non-negative integer seed (reproducible; needs ``key``) or a
+        ``numpy.random.Generator`` (128 bits drawn from it once, when the function is built).
     stream
         Separates the columns of one release; defaults to ``column``.
     release_id
         The release identity hashed into every row's key: give each data set privatized with one
-        seed its own, so rows with equal keys in two data sets do not share their randomness.
+        ``rng`` seed its own, so rows with equal keys in two data sets do not share their randomness.
     content_keys
         Key each row by its text (opt-in, warns): identical texts get identical outputs, which
         shows that they were equal. Each text keeps its guarantee; the data set does not.
     oov, case
         As in :func:`deniable.text.privatize_texts`.
+    seed
+        Deprecated alias of ``rng`` (same values, same outputs; warns with a
+        ``DeprecationWarning``); giving both raises ``TypeError``.
     """
     check_oov(oov)
+    rng = rng_or_seed(rng, seed, where="dataset_privatizer")
     randomness = resolve_randomness(
-        check_seed(seed), keyed=key is not None, content_keys=content_keys, release_id=release_id,
+        rng, keyed=key is not None, content_keys=content_keys, release_id=release_id,
         stream=column if stream is None else stream, key_hint="key=<id column>",
     )
     mech = as_mechanism(mechanism, epsilon=epsilon, embedding=embedding, params=params)
@@ -153,27 +159,30 @@ def dataset_privatizer(
 
 def privatize_dataset(
     dataset: Any, column: str, mechanism: Any, *, epsilon: float | None = None, embedding: Any = None,
-    output_column: str | None = None, key: str | None = None, seed: int | None = None, stream: str | None = None,
+    output_column: str | None = None, key: str | None = None, rng: Any = None, stream: str | None = None,
     release_id: str | None = None, content_keys: bool = False, oov: str = "unk", case: str = "preserve",
-    num_proc: int | None = None, batch_size: int = 1000, params: dict[str, Any] | None = None, **map_kwargs: Any,
+    num_proc: int | None = None, batch_size: int = 1000, params: dict[str, Any] | None = None, seed: Any = None,
+    **map_kwargs: Any,
 ) -> Any:
     """``dataset.map`` with :func:`dataset_privatizer`: ``column`` privatized in a new Dataset,
     or in every split of a ``DatasetDict`` (a new DatasetDict).
 
     Each split is its own release: its name (the key of a DatasetDict, or ``Dataset.split`` when
     set, as ``load_dataset(..., split="train")`` sets it) is appended to the release identity, so
-    with a seed and a key the rows of two splits never share randomness. With a seed,
+    with an integer ``rng`` and a key the rows of two splits never share randomness. With one,
     ``privatize_dataset(dd, ...)["train"]`` equals ``privatize_dataset(dd["train"], ...)`` when
     that Dataset knows its split, and ``privatize_dataset(dd["train"], ..., release_id="train")``
     in any case.
 
     ``num_proc``, ``batch_size`` and ``**map_kwargs`` go to ``Dataset.map``; ``params`` are the
-    mechanism's parameters. See :func:`dataset_privatizer` for the rest.
+    mechanism's parameters; ``seed`` is the deprecated alias of ``rng``. See
+    :func:`dataset_privatizer` for the rest.
     """
     ds_mod = require("datasets", purpose="deniable.integrations.hf")
+    rng = rng_or_seed(rng, seed, where="privatize_dataset")
     fn = dataset_privatizer(
         mechanism, column, epsilon=epsilon, embedding=embedding, output_column=output_column, key=key,
-        seed=seed, stream=stream, release_id=release_id, content_keys=content_keys, oov=oov, case=case, **(params or {}),
+        rng=rng, stream=stream, release_id=release_id, content_keys=content_keys, oov=oov, case=case, **(params or {}),
     )
     desc = map_kwargs.pop("desc", None)
 

@@ -5,7 +5,8 @@ rows in batches that change from run to run. So that a row's draw does not depen
 every row draws from its own generator, derived from
 
 * ``seed`` — the release's secret: a fresh 128-bit secret from the OS (:func:`secret_seed`), drawn
-  for each release and never returned, unless the caller gives an integer seed;
+  for each release and never returned, unless the caller gives ``rng`` as an integer seed (or a
+  ``numpy.random.Generator``, drawn from);
 * ``stream`` — separates the columns of one release (the column name by default in the adapters);
 * ``release`` — the release identity: an explicit ``release_id=`` and, for Hugging Face datasets,
   the split name; it separates releases made with one seed;
@@ -62,6 +63,7 @@ from .row_keys import (
     key_bytes,
     philox_key,
     resolve_randomness,
+    rng_or_seed,
     row_generator,
     secret_seed,
 )
@@ -226,26 +228,27 @@ def privatize_keyed(
     texts: Sequence[Any],
     keys: Sequence[Any] | None = None,
     *,
-    seed: Any = None,
+    rng: Any = None,
     stream: str = "",
     release_id: str | None = None,
     content_keys: bool = False,
     oov: str = "unk",
     case: str = "preserve",
     stats: dict[str, int] | None = None,
+    seed: Any = None,
 ) -> list[str | None]:
     """Privatize each text with its own generator, one call being one release.
 
-    The single-process reference of the distributed paths: for the same ``seed``, ``stream``,
+    The single-process reference of the distributed paths: for the same ``rng``, ``stream``,
     ``release_id`` and keys, :func:`deniable.spark.privatize_column`,
     :func:`deniable.integrations.pandas.privatize_series` and the ``datasets`` helper (all with
     a key) give exactly these outputs, whatever the batching.
 
-    Randomness (:func:`resolve_randomness`): without ``keys`` and ``seed`` (the default) each call
+    Randomness (:func:`resolve_randomness`): without ``keys`` and ``rng`` (the default) each call
     draws a fresh secret and keys the rows by position, so every row is independent of every
-    other row of this and any other call. With ``keys`` and an integer ``seed`` the output is
-    reproducible: row *r* draws from ``row_generator(seed, stream, keys[r], release=release_id)``.
-    A seed without keys raises ``ValueError``; ``content_keys=True`` keys rows by their text
+    other row of this and any other call. With ``keys`` and an integer ``rng`` the output is
+    reproducible: row *r* draws from ``row_generator(rng, stream, keys[r], release=release_id)``.
+    An integer ``rng`` without keys raises ``ValueError``; ``content_keys=True`` keys rows by their text
     (identical texts, identical outputs; warns).
 
     Guarantee: the mechanism's own (``mechanism.guarantee``) for each text, with the layout and
@@ -261,13 +264,13 @@ def privatize_keyed(
     keys
         One row key per text (integers, strings or bytes), unique per row for independent draws;
         ``None``: keyed by position (or by text with ``content_keys=True``).
-    seed
-        ``None`` (a fresh secret per call), a non-negative integer (reproducible; needs ``keys``
-        or ``content_keys``) or a ``numpy.random.Generator`` (drawn from).
+    rng
+        ``None`` (a fresh secret per call), a non-negative integer seed (reproducible; needs
+        ``keys`` or ``content_keys``) or a ``numpy.random.Generator`` (128 bits drawn from it).
     stream
         Separates the columns of one release (the adapters pass the column name).
     release_id
-        The release identity: separates releases made with one seed (e.g. ``"train"``,
+        The release identity: separates releases made with one ``rng`` seed (e.g. ``"train"``,
         ``"test"``).
     content_keys
         Key each row by its text. Opt-in: identical texts then give identical outputs, which
@@ -276,6 +279,9 @@ def privatize_keyed(
         As in :func:`deniable.text.privatize_texts`.
     stats
         Updated in place with ``words`` and ``unknown`` counts.
+    seed
+        Deprecated alias of ``rng`` (same values, same outputs; warns with a
+        ``DeprecationWarning``); giving both raises ``TypeError``.
 
     Returns
     -------
@@ -283,7 +289,8 @@ def privatize_keyed(
         The privatized texts, ``None`` where the input was missing.
     """
     check_oov(oov)
-    randomness = resolve_randomness(seed, keyed=keys is not None, content_keys=content_keys, release_id=release_id, stream=stream)
+    rng = rng_or_seed(rng, seed, where="privatize_keyed")
+    randomness = resolve_randomness(rng, keyed=keys is not None, content_keys=content_keys, release_id=release_id, stream=stream)
     texts = list(texts)
     return privatize_rows(mechanism, texts, randomness.row_keys(texts, keys), randomness, oov=oov, case=case, stats=stats)
 

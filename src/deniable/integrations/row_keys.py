@@ -27,6 +27,8 @@ __all__ = [
     "row_generator",
     "RowRandomness",
     "resolve_randomness",
+    "master_seed",
+    "rng_or_seed",
     "check_release_id",
     "CONTENT_KEYS_WARNING",
     "is_null",
@@ -202,6 +204,34 @@ def _caller_level() -> int:
     return level
 
 
+def master_seed(rng: Any) -> tuple[int, bool]:
+    """The integer master seed of ``rng`` and whether it is a fresh secret.
+
+    ``None``: a fresh 128-bit secret from the OS (:func:`secret_seed`), ``fresh`` True; a
+    non-negative integer: itself; a ``numpy.random.Generator``: 128 bits drawn from it (so
+    successive calls differ and a seeded Generator reproduces a sequence of calls).
+    """
+    if isinstance(rng, np.random.Generator):
+        return _seed_from_generator(rng), False
+    checked = check_seed(rng)
+    return (secret_seed(), True) if checked is None else (checked, False)
+
+
+def rng_or_seed(rng: Any, seed: Any, *, where: str) -> Any:
+    """The ``rng`` of an adapter that still accepts ``seed=`` as a deprecated alias.
+
+    ``seed`` given (not ``None``): a ``DeprecationWarning`` naming ``rng=`` and ``seed`` is
+    returned (same values, same outputs); both given: ``TypeError``. ``where`` names the
+    function in the messages.
+    """
+    if seed is None:
+        return rng
+    if rng is not None:
+        raise TypeError(f"{where}: got both rng= and seed=; seed= is the deprecated name of rng=, give rng= only")
+    warnings.warn(f"{where}(seed=...) is deprecated; use rng=... (same values, same outputs)", DeprecationWarning, stacklevel=_caller_level())
+    return seed
+
+
 def resolve_randomness(
     seed: Any = None,
     *,
@@ -247,10 +277,7 @@ def resolve_randomness(
     release = check_release_id(release_id)
     if not isinstance(stream, str):
         raise TypeError(f"stream must be a string, got {type(stream).__name__}")
-    fresh = False
-    if isinstance(seed, np.random.Generator):
-        value = _seed_from_generator(seed)
-    else:
+    if not isinstance(seed, np.random.Generator):
         checked = check_seed(seed)
         if checked is not None and not keyed and not content_keys:
             raise ValueError(
@@ -259,8 +286,7 @@ def resolve_randomness(
                 "reproducible (and each release its own release_id), or leave the seed out for fresh randomness per release "
                 "(content_keys=True keys rows by their text instead: identical texts, identical outputs)"
             )
-        fresh = checked is None
-        value = secret_seed() if checked is None else checked
+    value, fresh = master_seed(seed)
     if content_keys:
         warnings.warn(CONTENT_KEYS_WARNING, PrivacyWarning, stacklevel=_caller_level())
     keying = EXPLICIT if keyed else (CONTENT if content_keys else POSITION)

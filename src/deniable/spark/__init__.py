@@ -16,8 +16,8 @@ executors. An adapter only: every text goes through the same core as on one mach
 
 Randomness (:func:`deniable.integrations.keyed.resolve_randomness`): each ``privatize_column``
 call draws a fresh secret on the driver and every row its own generator, so every row of every
-call is independent. With a ``key`` column and a ``seed`` a row's output depends only on (seed,
-stream, release, row key) — never on partitions, executors or task retries (a retried task
+call is independent. With a ``key`` column and an integer ``rng`` a row's output depends only on
+(seed, stream, release, row key) — never on partitions, executors or task retries (a retried task
 redraws exactly what the failed attempt drew). See docs/spark.md.
 """
 
@@ -29,7 +29,8 @@ import threading
 from typing import Any
 
 from ..integrations._common import as_mechanism, for_workers, require
-from ..integrations.keyed import CONTENT, POSITION, check_bounds, check_seed, resolve_randomness, secret_seed
+from ..integrations.keyed import CONTENT, POSITION, check_bounds, resolve_randomness
+from ..integrations.row_keys import master_seed, rng_or_seed
 from ..integrations.shipping import Shipment, pack, shipment_for
 from ..text.privatize import check_case, check_oov
 
@@ -128,7 +129,7 @@ def privatize_column(
     key: str | None = None,
     oov: str = "unk",
     case: str = "preserve",
-    seed: int | None = None,
+    rng: Any = None,
     stream: str | None = None,
     release_id: str | None = None,
     content_keys: bool = False,
@@ -138,6 +139,7 @@ def privatize_column(
     ledger: Any = None,
     dataset: str | None = None,
     output: str | None = None,
+    seed: Any = None,
     **params: Any,
 ) -> Any:
     """Privatize the text column ``column`` of a Spark DataFrame, word by word.
@@ -147,7 +149,7 @@ def privatize_column(
     in :func:`deniable.text.privatize_texts`. Nulls stay null and draw nothing.
 
     Randomness (:func:`deniable.integrations.keyed.resolve_randomness`): row ``r`` draws from
-    ``row_generator(seed, stream, key_r, release=release_id)``. By default (no seed, no key) the
+    ``row_generator(seed, stream, key_r, release=release_id)``. By default (no ``rng``, no key) the
     seed is a 128-bit secret drawn on the driver for this call only and ``key_r`` is the row's
     identity in this computation (its partition and position in it,
     ``monotonically_increasing_id``), so every row of every call is independent. A task retried
@@ -155,9 +157,9 @@ def privatize_column(
     recomputation that partitions or orders the rows differently may redraw them. With a ``key``
     column the draw of a row depends only on the seed, the stream, the release and its key —
     the same for any partitioning, executor count or recomputation — and with an integer
-    ``seed`` it is reproducible and equal to
-    :func:`deniable.integrations.keyed.privatize_keyed` on one machine. A seed without a key
-    raises ``ValueError``. ``content_keys=True`` keys each row by its text (opt-in, warns):
+    ``rng`` (the seed) it is reproducible and equal to
+    :func:`deniable.integrations.keyed.privatize_keyed` on one machine. An integer ``rng``
+    without a key raises ``ValueError``. ``content_keys=True`` keys each row by its text (opt-in, warns):
     identical texts get identical outputs, which shows they were equal.
 
     Parameters
@@ -178,14 +180,15 @@ def privatize_column(
         ``None``: the row's position (or its text with ``content_keys``).
     oov, case
         As in :func:`deniable.text.privatize_texts`.
-    seed
-        ``None`` (a fresh secret per call) or a non-negative integer for reproducible
-        experiments (needs ``key``).
+    rng
+        ``None`` (a fresh secret per call), a non-negative integer seed for reproducible
+        experiments (needs ``key``) or a ``numpy.random.Generator`` (128 bits drawn from it on
+        the driver).
     stream
         Separates the columns of one release; default ``column``.
     release_id
         The release identity (e.g. the table's name), hashed into every row's key: give each
-        table privatized with one seed its own, so rows with equal keys in two tables do not
+        table privatized with one ``rng`` seed its own, so rows with equal keys in two tables do not
         share their randomness.
     content_keys
         Key each row by its text (opt-in; a :class:`~deniable.errors.PrivacyWarning` explains
@@ -207,6 +210,9 @@ def privatize_column(
         the output is computed or written (an output never written still counts: the ledger may
         over-count, never under-count); over the ledger's ``max_total`` it raises
         :class:`~deniable.ledger.BudgetExceeded` and nothing is recorded.
+    seed
+        Deprecated alias of ``rng`` (same values, same outputs; warns with a
+        ``DeprecationWarning``); giving both raises ``TypeError``.
 
     Returns
     -------
@@ -223,6 +229,7 @@ def privatize_column(
     from ._bounds import bound_rows, check_user_column, record_release
     from ._udf import privatize_udf_function
 
+    rng = rng_or_seed(rng, seed, where="deniable.spark.privatize_column")
     check_oov(oov)
     check_case(case)
     cap = check_cap(max_words_per_user)
@@ -243,7 +250,7 @@ def privatize_column(
     if output_col is not None and not isinstance(output_col, str):
         raise TypeError(f"output_col must be a column name (str), got {type(output_col).__name__}")
     randomness = resolve_randomness(
-        check_seed(seed), keyed=key is not None, content_keys=content_keys, release_id=release_id,
+        rng, keyed=key is not None, content_keys=content_keys, release_id=release_id,
         stream=column if stream is None else stream, key_hint="key=<id column>",
     )
     if max_n_w is not None:
@@ -286,7 +293,8 @@ def count_ngrams(
     n: int | None = None,
     max_ngrams_per_user: int | None = None,
     C: float | None = None,
-    seed: int | None = None,
+    rng: Any = None,
+    seed: Any = None,
 ) -> Any:
     """Count each user's n-grams over a PUBLIC vocabulary on the executors.
 
@@ -294,7 +302,7 @@ def count_ngrams(
     (users in order of first appearance in the DataFrame, n-grams outside the vocabulary dropped
     and counted in ``dropped``), followed, when bounds are given, by
     :func:`deniable.integrations.keyed.keyed_bound_contributions`: at most ``max_ngrams_per_user``
-    distinct n-grams per user (a random subset keyed by (seed, user)) and counts clamped to
+    distinct n-grams per user (a random subset keyed by (the seed of ``rng``, user)) and counts clamped to
     ``C``, applied per user on the executors. Only the bounded per-user counts reach the driver.
 
     Guarantee: none by itself — counting is not a release. Release on the driver with
@@ -314,8 +322,12 @@ def count_ngrams(
         The n-gram order; default (and must equal) ``vocabulary.n``.
     max_ngrams_per_user, C
         Per-user bounds (None: off).
+    rng
+        The per-user subset draws: ``None`` (a fresh secret seed), a non-negative integer seed
+        (reproducible) or a ``numpy.random.Generator`` (128 bits drawn from it on the driver).
     seed
-        Seed of the per-user subset draws (None: a fresh secret one).
+        Deprecated alias of ``rng`` (same values, same outputs; warns with a
+        ``DeprecationWarning``); giving both raises ``TypeError``.
 
     Returns
     -------
@@ -337,7 +349,7 @@ def count_ngrams(
     elif n != vocabulary.n:
         raise ValueError(f"n={n!r} but the vocabulary holds {vocabulary.n}-grams")
     k, c = check_bounds(max_ngrams_per_user, C)
-    seed = check_seed(seed)
+    master, _ = master_seed(rng_or_seed(rng, seed, where="deniable.spark.count_ngrams"))
     user_type = _check_column(df, user_col, "user column")
     if not isinstance(user_type, (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
         raise TypeError(f"user column {user_col!r} must hold integers or strings, got {user_type.simpleString()}")
@@ -351,7 +363,7 @@ def count_ngrams(
     cells = cells.groupBy("u", "c").agg(F.sum("cnt").alias("cnt"), F.min("pos").alias("pos"))
     if k is not None or c is not None:
         bounded_schema = T.StructType([*schema.fields[:2], T.StructField("cnt", T.DoubleType()), T.StructField("pos", T.LongType())])
-        cells = cells.groupBy("u").applyInPandas(bound_function(max_ngrams_per_user=k, C=c, seed=secret_seed() if seed is None else seed), bounded_schema)
+        cells = cells.groupBy("u").applyInPandas(bound_function(max_ngrams_per_user=k, C=c, seed=master), bounded_schema)
     pdf = cells.toPandas()
     meta = pdf[pdf["c"] < 0].sort_values("pos", kind="stable")
     users = meta["u"].tolist()

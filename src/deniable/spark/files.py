@@ -160,7 +160,7 @@ def privatize_files(
 ) -> dict[str, Any]:
     """Privatize ``column`` of a table (file or directory) with Spark and write it to ``output``.
 
-    ``options`` go to :func:`deniable.spark.privatize_column` (``epsilon``, ``key``, ``seed``,
+    ``options`` go to :func:`deniable.spark.privatize_column` (``epsilon``, ``key``, ``rng``,
     ``release_id``, ``content_keys``, ``oov``, ``case``, ``user_col``, ``max_words_per_user``,
     ``ledger``, ``dataset``, mechanism parameters, ...). Other columns are copied unchanged. The
     output format defaults to the input's. With a ``ledger`` the release is recorded (output: the
@@ -206,7 +206,7 @@ def count_ngrams_files(
     ``deniable ngrams release`` reads (:func:`deniable.ngrams.io.save_counts`, on the driver).
 
     ``options`` go to :func:`deniable.spark.count_ngrams` (``max_ngrams_per_user``, ``C``,
-    ``seed``). Returns the :class:`~deniable.ngrams.UserCounts`. A table without rows is a
+    ``rng``). Returns the :class:`~deniable.ngrams.UserCounts`. A table without rows is a
     :class:`~deniable.errors.DataError` (nothing is written).
     """
     from ..ngrams.io import save_counts

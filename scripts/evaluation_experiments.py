@@ -903,7 +903,8 @@ def exact_inversion_table(exact: dict, groups: dict, order) -> list[str]:
              "read as is % | prior only % | sampled adversary top-1 % |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for k in sorted(exact, key=lambda k: _row_order("Bayes-optimal", (k[0], k[2], k[1]))):
         x = exact[k]
-        inv = [r["inversion"] for r in groups.get(k, []) if r.get("inversion")]
+        # the sampled adversary of units at this cell's ε only (a recalibrated N_w target can move ε)
+        inv = [r["inversion"] for r in groups.get(k, []) if r.get("inversion") and math.isclose(float(r.get("epsilon") or 0), float(x["epsilon"]), rel_tol=1e-6)]
         lo, hi = x["top1_ci"]
         # "read as is": the identity guess on the same privatization as the measured column
         lines.append(f"| {k[0]} | {k[2]:g} | {k[1]} | {x['epsilon']:.4g} | {100 * x['expected_top1']:.1f} | {100 * x['top1']:.1f} "

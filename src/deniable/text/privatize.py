@@ -258,13 +258,9 @@ def _privatize_reference(
             raise TypeError(f"texts must be strings, got {type(t).__name__}")
         parts_list.append(split_words(t))
     words = [w for parts in parts_list for w in parts[1::2]]
-    own: dict[str, int] = {"words": len(words), "unknown": 0, "in_vocabulary": 0, "changed": 0}
-    if stats is not None:
-        stats["words"] = stats.get("words", 0) + len(words)
     if not words:
-        _record(own, stats)
-        if privatized_per_text is not None:
-            privatized_per_text.extend([0] * len(parts_list))
+        _sample_batch(mechanism, np.zeros(0, dtype=np.int64), np.zeros(len(parts_list), dtype=np.int64), gen=gen, oov=oov, stats=stats,
+                      privatized_per_text=privatized_per_text, stacklevel=stacklevel)
         if token_outputs is not None:
             token_outputs.extend(([], []) for _ in parts_list)
         return list(texts)
@@ -274,30 +270,12 @@ def _privatize_reference(
     distinct_ids, distinct_codes = _ids_and_codes(vocab, distinct, preserve_case=vocab.uncased and case == "preserve")
     packed_of = dict(zip(distinct, ((distinct_ids + 1) * _N_CODES + distinct_codes).tolist()))
     packed = np.fromiter(itemgetter(*words)(packed_of) if len(words) > 1 else (packed_of[words[0]],), dtype=np.int64, count=len(words))
-    ids = packed // _N_CODES - 1
-    unknown = ids < 0
-    n_unknown = int(unknown.sum())
-    if stats is not None:
-        stats["unknown"] = stats.get("unknown", 0) + n_unknown
-    if oov == "keep" and n_unknown:
-        warnings.warn(
-            f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy",
-            PrivacyWarning,
-            stacklevel=stacklevel,
-        )
-    sample = ~unknown if oov != "unk" else np.ones(len(ids), dtype=bool)
-    if privatized_per_text is not None:
-        per_text = np.fromiter((len(p) // 2 for p in parts_list), dtype=np.int64, count=len(parts_list))
-        owner = np.repeat(np.arange(len(parts_list)), per_text)
-        privatized_per_text.extend(np.bincount(owner[sample], minlength=len(parts_list)).tolist())
+    per_text = np.fromiter((len(p) // 2 for p in parts_list), dtype=np.int64, count=len(parts_list))
+    chosen, sample, own = _sample_batch(mechanism, packed // _N_CODES - 1, per_text, gen=gen, oov=oov, stats=stats,
+                                        privatized_per_text=privatized_per_text, stacklevel=stacklevel)
     out = np.array(words, dtype=object) if oov == "keep" else np.full(len(words), "", dtype=object)
-    own["unknown"] = n_unknown
-    own["in_vocabulary"] = len(ids) - n_unknown
     if sample.any():
-        src = ids[sample]
-        chosen = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
-        own["changed"] = int(((chosen != src) & (src >= 0)).sum())
-        out[sample] = _output_strings(vocab.words, chosen, packed[sample] % _N_CODES)
+        out[sample] = _output_strings(vocab.words, chosen[sample], packed[sample] % _N_CODES)
     out_words = out.tolist()
     result = []
     k = 0
@@ -347,31 +325,9 @@ def _privatize_bulk(
         merged = np.empty(len(ids) + len(ids_o), dtype=np.int64)
         merged[pos_b], merged[pos_o] = ids, ids_o
         ids = merged
-    n = len(ids)
-    own: dict[str, int] = {"words": n, "unknown": 0, "in_vocabulary": 0, "changed": 0}
-    if stats is not None:
-        stats["words"] = stats.get("words", 0) + n
-    if not n:
-        _record(own, stats)
-        if privatized_per_text is not None:
-            privatized_per_text.extend([0] * len(texts))
+    chosen, sample, own = _sample_batch(mechanism, ids, counts, gen=gen, oov=oov, stats=stats, privatized_per_text=privatized_per_text, stacklevel=4)
+    if not len(ids):
         return list(texts)
-    unknown = ids < 0
-    own["unknown"] = n_unknown = int(unknown.sum())
-    own["in_vocabulary"] = n - n_unknown
-    if stats is not None:
-        stats["unknown"] = stats.get("unknown", 0) + n_unknown
-    if oov == "keep" and n_unknown:
-        warnings.warn(f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy", PrivacyWarning, stacklevel=4)
-    sample = ~unknown if oov != "unk" else np.ones(n, dtype=bool)
-    if privatized_per_text is not None:
-        owner = np.repeat(np.arange(len(texts)), counts)
-        privatized_per_text.extend(np.bincount(owner[sample], minlength=len(texts)).tolist())
-    chosen = np.zeros(n, dtype=np.int64)
-    if sample.any():
-        src = ids[sample]
-        chosen[sample] = sampled = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
-        own["changed"] = int(((sampled != src) & (src >= 0)).sum())
     result = list(texts)
     keep = oov == "keep"
     outs = _bulk.assemble(table, batch, chosen[pos_b], sample[pos_b], codes, keep=keep, words=vocab.words, render=render, n_cases=len(_CASES))
@@ -483,6 +439,39 @@ def render(word: str, code: int) -> str:
         form = clitic_form(word, _APOSTROPHE_CODES[kind])
         return apply_case(form, case) if form is not None else " " + apply_case(word, case)
     return apply_case(word, case)
+
+
+def _sample_batch(
+    mechanism: WordSampler, ids: np.ndarray, per_text: np.ndarray, *, gen: np.random.Generator, oov: str,
+    stats: dict[str, int] | None, privatized_per_text: list[int] | None, stacklevel: int,
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """The one sampling step of a batch, shared by both text paths: ``ids`` of every token in text
+    order (−1: out of vocabulary), ``per_text`` tokens per text. Counts words and unknown words
+    (into ``stats`` now; ``in_vocabulary`` and ``changed`` by :func:`_record` at the end), warns
+    for ``oov="keep"``, and makes the single ``mechanism.sample_ids`` call on the tokens it
+    privatizes (all of them for ``"unk"``, else the known ones). Returns (chosen ids, 0 where not
+    sampled; the mask of sampled tokens; this batch's counts)."""
+    n = len(ids)
+    unknown = ids < 0
+    n_unknown = int(unknown.sum())
+    own: dict[str, int] = {"words": n, "unknown": n_unknown, "in_vocabulary": n - n_unknown, "changed": 0}
+    if stats is not None:
+        stats["words"] = stats.get("words", 0) + n
+        stats["unknown"] = stats.get("unknown", 0) + n_unknown
+    if oov == "keep" and n_unknown:
+        warnings.warn(f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy", PrivacyWarning, stacklevel=stacklevel + 1)
+    sample = ~unknown if oov != "unk" else np.ones(n, dtype=bool)
+    if privatized_per_text is not None:
+        owner = np.repeat(np.arange(per_text.size), per_text)
+        privatized_per_text.extend(np.bincount(owner[sample], minlength=per_text.size).tolist())
+    chosen = np.zeros(n, dtype=np.int64)
+    if sample.any():
+        src = ids[sample]
+        chosen[sample] = sampled = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
+        own["changed"] = int(((sampled != src) & (src >= 0)).sum())
+    if not n:
+        _record(own, stats)
+    return chosen, sample, own
 
 
 def _record(own: dict[str, int], stats: dict[str, int] | None) -> None:

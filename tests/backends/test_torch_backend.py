@@ -26,6 +26,8 @@ from deniable.mechanisms.brr import BRR  # noqa: E402
 from deniable.mechanisms.tem import TEM  # noqa: E402
 from deniable.neighbors import ExactEuclideanIndex  # noqa: E402
 
+from .._stats import chi2_pvalue  # noqa: E402
+
 P_MIN = 1e-4  # statistical tests fail below this p-value (fixed seeds)
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))]
@@ -47,21 +49,6 @@ def float64_nn(vectors: np.ndarray, queries: np.ndarray) -> np.ndarray:
         diff = E - q
         out[i] = int(np.argmin(np.einsum("ij,ij->i", diff, diff)))
     return out
-
-
-def chi2_pvalue(samples: np.ndarray, p: np.ndarray) -> float:
-    """Chi-square goodness of fit; cells with expected count < 5 are pooled."""
-    obs = np.bincount(samples, minlength=p.size).astype(float)
-    assert obs[p == 0].sum() == 0, "sampled an output of probability 0"
-    exp = p * samples.size
-    small = exp < 5
-    o = np.r_[obs[~small], obs[small].sum()]
-    e = np.r_[exp[~small], exp[small].sum()]
-    keep = e > 0
-    o, e = o[keep], e[keep]
-    if o.size < 2:
-        return 1.0
-    return float(stats.chisquare(o, e * o.sum() / e.sum()).pvalue)
 
 
 # -- noise against the closed form ------------------------------------------------------------

@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.diffractor import Diffractor, greedy_word_list
 
+from .._stats import chi2_pvalue
 from ._metric_dp import ATOL, assert_metric_dp, distance_matrix, metric_dp_excess
 
 N_DRAWS = 100_000
@@ -52,17 +52,6 @@ def brute_position_probs(i: int, V: int, eps: float, noise: str, gamma: float) -
         return p
     w = np.array([math.exp(-eps / 2 * min(abs(j - i), gamma)) for j in range(V)])
     return w / w.sum()
-
-
-def chi2_pvalue(samples: np.ndarray, p: np.ndarray) -> float:
-    obs = np.bincount(samples, minlength=p.size).astype(float)
-    assert obs[p == 0].sum() == 0
-    exp = p * samples.size
-    small = exp < 5
-    o = np.r_[obs[~small], obs[small].sum()]
-    e = np.r_[exp[~small], exp[small].sum()]
-    keep = e > 0
-    return float(stats.chisquare(o[keep], e[keep] * o[keep].sum() / e[keep].sum()).pvalue)
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])

@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.knn_tem import KnnTEM
 
+from .._stats import chi2_pvalue
 from ._metric_dp import ATOL, assert_metric_dp, log_rows, metric_dp_excess
 
 N_DRAWS = 100_000
@@ -44,17 +44,6 @@ def brute(emb: Embedding, eps: float, k: int) -> tuple[np.ndarray, np.ndarray]:
         if rest:
             P[r, rest] = q[-1] / len(rest)
     return P, D
-
-
-def chi2_pvalue(samples: np.ndarray, p: np.ndarray) -> float:
-    obs = np.bincount(samples, minlength=p.size).astype(float)
-    assert obs[p == 0].sum() == 0
-    exp = p * samples.size
-    small = exp < 5
-    o = np.r_[obs[~small], obs[small].sum()]
-    e = np.r_[exp[~small], exp[small].sum()]
-    keep = e > 0
-    return float(stats.chisquare(o[keep], e[keep] * o[keep].sum() / e[keep].sum()).pvalue)
 
 
 @pytest.mark.parametrize("eps,k", [(0.5, 3), (4.0, 5), (4.0, 40), (20.0, 10)])

@@ -9,11 +9,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.santext import SanText, SanTextPlus
 
+from .._stats import chi2_pvalue
 from ._metric_dp import ATOL, assert_metric_dp, distance_matrix, log_rows, metric_dp_excess
 
 N_DRAWS = 100_000
@@ -57,21 +57,6 @@ def brute_santext_plus(emb: Embedding, eps: float, sens: np.ndarray, p: float, o
             P[x] = p * em
             P[x, x] += 1 - p
     return P
-
-
-def chi2_pvalue(samples: np.ndarray, p: np.ndarray) -> float:
-    n = samples.size
-    obs = np.bincount(samples, minlength=p.size).astype(float)
-    assert obs[p == 0].sum() == 0, "sampled an output of probability 0"
-    exp = p * n
-    small = exp < 5
-    o = np.r_[obs[~small], obs[small].sum()]
-    e = np.r_[exp[~small], exp[small].sum()]
-    keep = e > 0
-    o, e = o[keep], e[keep]
-    if o.size < 2:
-        return 1.0
-    return float(stats.chisquare(o, e * o.sum() / e.sum()).pvalue)
 
 
 #: Explicit sensitive sets (the old embedding-order rule, for the tests of fixed sets).

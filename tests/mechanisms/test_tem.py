@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from deniable import Embedding, get_mechanism
 from deniable.mechanisms.tem import TEM, theorem3_gamma
 
+from .._stats import chi2_pvalue
 from ._metric_dp import ATOL, assert_metric_dp, log_rows, metric_dp_excess
 
 METRICS = ("euclidean", "manhattan", "chebyshev", "angular")
@@ -81,22 +81,6 @@ def brute_matrix(emb: Embedding, epsilon: float, gamma: float, metric: str) -> t
     D = np.array([[brute_distance(a, b, metric) for b in pts] for a in pts])
     P = np.array([brute_algorithm2(D[i, : len(emb)], epsilon, gamma) for i in range(len(pts))])
     return P, D
-
-
-def chi2_pvalue(samples: np.ndarray, p: np.ndarray) -> float:
-    """Chi-square goodness of fit; cells with expected count < 5 are pooled."""
-    n = samples.size
-    obs = np.bincount(samples, minlength=p.size).astype(float)
-    exp = p * n
-    small = exp < 5
-    assert obs[p == 0].sum() == 0, "sampled an output of probability 0"
-    o = np.r_[obs[~small], obs[small].sum()]
-    e = np.r_[exp[~small], exp[small].sum()]
-    keep = e > 0
-    o, e = o[keep], e[keep]
-    if o.size < 2:
-        return 1.0
-    return float(stats.chisquare(o, e * o.sum() / e.sum()).pvalue)
 
 
 def draws(mech: TEM, word_id: int, n: int = N_DRAWS, seed: int = 0) -> np.ndarray:

@@ -28,15 +28,15 @@ def _embedding(n: int = 30, dim: int = 6) -> Embedding:
     return Embedding([f"w{i}" for i in range(n)], rng.standard_normal((n, dim)).astype(np.float32))
 
 
-def _build(name: str) -> Mechanism:
+def _build(name: str, epsilon: float = 2.0) -> Mechanism:
     kw = dict(PARAMS.get(name, {}))
     emb = _embedding()
     if name == "brr":
-        return get_mechanism(name, binarize(emb, n_bits=kw.pop("n_bits"), method="random-projection", rng=0), epsilon=2.0, **kw)
+        return get_mechanism(name, binarize(emb, n_bits=kw.pop("n_bits"), method="random-projection", rng=0), epsilon=epsilon, **kw)
     try:
-        return get_mechanism(name, emb, epsilon=2.0, cache_dir=False, **kw)
+        return get_mechanism(name, emb, epsilon=epsilon, cache_dir=False, **kw)
     except TypeError:  # no cache_dir parameter
-        return get_mechanism(name, emb, epsilon=2.0, **kw)
+        return get_mechanism(name, emb, epsilon=epsilon, **kw)
 
 
 @pytest.fixture(scope="module", params=sorted(available_mechanisms()))
@@ -283,3 +283,18 @@ def test_with_epsilon_choice_returns_a_configured_copy():
     assert pickle.loads(pickle.dumps(chosen)).guarantee.chosen_by == "chosen for a test at 2"
     with pytest.raises(ValueError, match="epsilon"):
         mech.with_epsilon_choice(Choice(3.0))
+
+
+def test_self_probabilities_is_declared_and_exact_where_given(mechanism):
+    """Every mechanism answers ``self_probabilities``: None (no shortcut) or N_w for each word and
+    ε equal to ``probabilities`` of a mechanism built at that ε (checked on two words, two ε)."""
+    eps = np.array([0.5, 4.0])
+    got = mechanism.self_probabilities(np.array([0, 3]), eps)
+    if got is None:
+        return
+    got = np.asarray(got)
+    assert got.shape == (2, 2)
+    for j, e in enumerate(eps):
+        other = _build(mechanism.name, float(e))
+        for i, w in enumerate((0, 3)):
+            assert got[i, j] == pytest.approx(float(other.probabilities(w)[w]), rel=1e-6, abs=1e-12)

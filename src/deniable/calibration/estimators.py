@@ -175,18 +175,18 @@ def _kernel_curves(factory: Callable[[float], Any], probe: Any, ids: np.ndarray,
 
 def _exact_curves(factory: Callable[[float], Any], ids: np.ndarray, epsilons: np.ndarray,
                   progress: Callable[[int], None] | None, block: int = 64) -> np.ndarray:
-    """N_w = P[M_ε(w) = w] from ``probabilities``, or, for mechanisms with a
-    ``self_probabilities(ids, epsilons)`` (the whole grid from one pass over each word's
+    """N_w = P[M_ε(w) = w] from ``probabilities``, or, for mechanisms whose
+    ``self_probabilities(ids, epsilons)`` gives an array (the whole grid from one pass over each word's
     distances, e.g. SanText: ~100× fewer distance computations), from that — used only after it
     agrees with ``factory(ε).probabilities`` on three words at the grid's two ends and middle
     (a factory may change more than ε)."""
     n_w = np.empty((ids.size, epsilons.size))
     mechs = [factory(float(e)) for e in epsilons]
-    fast = getattr(mechs[0], "self_probabilities", None)
-    if callable(fast) and ids.size:
-        ws = ids[sorted({0, ids.size // 2, ids.size - 1})]
-        js = sorted({0, epsilons.size // 2, epsilons.size - 1})
-        got = fast(ws, epsilons[js])
+    fast = mechs[0].self_probabilities
+    ws = ids[sorted({0, ids.size // 2, ids.size - 1})] if ids.size else ids
+    js = sorted({0, epsilons.size // 2, epsilons.size - 1})
+    got = fast(ws, epsilons[js]) if ids.size else None
+    if got is not None:
         want = np.array([[float(np.asarray(mechs[j].probabilities(int(w)))[w]) for j in js] for w in ws])
         if np.allclose(got, want, rtol=1e-6, atol=1e-12):
             for s in range(0, ids.size, block):

@@ -65,3 +65,17 @@ def test_check_progress():
         assert check_progress(ok) is ok
     with pytest.raises(TypeError, match="progress must be"):
         check_progress("yes")
+
+
+def test_neighbourhood_tables_follow_the_convention():
+    """The table builders (TEM, CusText, 1-Diffractor, ...) report through the one convention: a
+    callable gets (done, total) and ends at the number of words."""
+    import numpy as np
+
+    from deniable.neighbors.builders import knn_neighborhoods
+
+    vecs = np.random.default_rng(0).standard_normal((50, 4))
+    calls: list[tuple[int, int | None]] = []
+    knn_neighborhoods(vecs, vecs, 3, memory_bytes=1 << 16, progress=lambda done, total: calls.append((done, total)))
+    assert calls and calls[-1] == (50, 50)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)

@@ -5,12 +5,12 @@ nearest words of each row) and :func:`radius_neighborhoods` (the words within γ
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from .._progress import progress_bar
 from .._validation import check_int
 from ..metrics import metric_name, pairwise_distances
 from .exact import ExactEuclideanIndex
@@ -26,14 +26,10 @@ def _rows_per_block(n_vocab: int, memory_bytes: int) -> int:
     return max(1, memory_bytes // max(1, 3 * 8 * n_vocab))
 
 
-def _progress(total: int, progress: bool | None, desc: str) -> Any:
-    """A bar on stderr: ``False`` none, ``True`` always (forced), ``None`` only when stderr is a
-    terminal (tqdm's ``disable=None``), so redirected logs stay free of bar redraws."""
-    if progress is False:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="word", file=sys.stderr, dynamic_ncols=True, disable=None if progress is None else False)
+def _progress(total: int, progress: Any, desc: str) -> Any:
+    """The table builders' progress reporter, by the library's one convention
+    (:func:`deniable._progress.progress_bar`: None, True, False or a callable)."""
+    return progress_bar(total, desc, progress)
 
 
 def knn_neighborhoods(

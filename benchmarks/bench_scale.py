@@ -124,7 +124,7 @@ def _one(mech: str, V: int, n_words: int, tem_full_max: int, tem_slice: int) -> 
     elif mech == "mahalanobis":
         m = deniable.Mahalanobis(data, epsilon=10.0, lam=0.5)
     elif mech == "tem":
-        m = deniable.TEM(data, epsilon=10.0, k=TEM_K, cache_dir=False)  # storage "auto": compact above 62K words
+        m = deniable.TEM(data, epsilon=10.0, precomputed_neighbors=TEM_K, cache_dir=False)  # storage "auto": compact above 62K words
         res["tem_storage"] = m.storage
     elif mech == "brr":
         m = deniable.BRR(data, epsilon=10.0)
@@ -210,7 +210,7 @@ def _build_tem_child(V: int, directory: str) -> None:
 
     rng = np.random.default_rng(V)
     data = deniable.Embedding([f"w{i}" for i in range(V)], rng.standard_normal((V, DIM), dtype=np.float32))
-    m = deniable.TEM(data, epsilon=10.0, k=TEM_K, cache_dir=directory, storage="compact")
+    m = deniable.TEM(data, epsilon=10.0, precomputed_neighbors=TEM_K, cache_dir=directory, storage="compact")
     print(f"start {time.time()}", flush=True)
     m.precompute(progress=None)  # None: the "resuming ... at row N" note, no bar (stderr is a pipe)
 

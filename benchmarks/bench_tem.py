@@ -79,7 +79,7 @@ def main() -> None:
         cache_dir = tmp.name
 
     t = time.perf_counter()
-    base = TEM(emb, epsilon=1.0, beta=args.beta, k=args.k, cache_dir=cache_dir)
+    base = TEM(emb, epsilon=1.0, beta=args.beta, precomputed_neighbors=args.k, cache_dir=cache_dir)
     nb = base.precompute()
     pre_s = time.perf_counter() - t
     size = base.cache_file.stat().st_size if base.cache_file else nb.nbytes
@@ -93,7 +93,7 @@ def main() -> None:
     print("-" * len(header))
     all_ok = True
     for eps in args.eps:
-        mech = TEM(emb, epsilon=eps, beta=args.beta, k=args.k, cache_dir=cache_dir)
+        mech = TEM(emb, epsilon=eps, beta=args.beta, precomputed_neighbors=args.k, cache_dir=cache_dir)
         t = time.perf_counter()
         mech.sample_ids(ids[:10], rng=rng)  # loads the cache and builds the per-epsilon tables
         build_s = time.perf_counter() - t

@@ -334,11 +334,11 @@ def test_hamming_search_equals_numpy_engine_with_same_ties(device):
 @pytest.mark.parametrize("eps,metric", [(1.0, "euclidean"), (6.0, "euclidean"), (3.0, "angular"), (2.0, "manhattan")])
 def test_tem_sampling_matches_closed_form(device, eps, metric):
     emb = rand_emb(60, 4, seed=11)
-    mech = TorchTEM(emb, epsilon=eps, metric=metric, k=8, cache_dir=False, device=device)
+    mech = TorchTEM(emb, epsilon=eps, metric=metric, precomputed_neighbors=8, cache_dir=False, device=device)
     for w in (0, 17, UNK_ID):
         out = mech.sample_ids(np.full(30_000, w), rng=w + 5)
         assert chi2_pvalue(out, mech.probabilities(w)) > P_MIN, (w, metric)
-    other = TEM(emb, epsilon=eps * 1.3, metric=metric, k=8, cache_dir=False)
+    other = TEM(emb, epsilon=eps * 1.3, metric=metric, precomputed_neighbors=8, cache_dir=False)
     assert chi2_pvalue(out, other.probabilities(UNK_ID)) < P_MIN
 
 
@@ -346,7 +346,7 @@ def test_tem_device_tables_are_the_numpy_samplers():
     """The device sampler takes the numpy mechanism's sampling tables (the envelope is built once,
     in one place) and the same number of inverse-CDF halvings."""
     emb = rand_emb(60, 4, seed=11)
-    mech = TorchTEM(emb, epsilon=2.0, k=8, cache_dir=False, device="cpu")
+    mech = TorchTEM(emb, epsilon=2.0, precomputed_neighbors=8, cache_dir=False, device="cpu")
     D = mech._device_tables()
     T = mech._get_tables()
     assert D["tables"] is T and D["halvings"] == T.halvings
@@ -360,7 +360,7 @@ def test_tem_callable_metric_falls_back_to_cpu_distances():
     def l1(A, B):
         return np.abs(A[:, None, :] - B[None, :, :]).sum(-1)
 
-    mech = TorchTEM(emb, epsilon=1.0, metric=l1, k=4, cache_dir=False, device="cpu")
+    mech = TorchTEM(emb, epsilon=1.0, metric=l1, precomputed_neighbors=4, cache_dir=False, device="cpu")
     out = mech.sample_ids(np.full(20_000, 3), rng=1)
     assert chi2_pvalue(out, mech.probabilities(3)) > P_MIN
 

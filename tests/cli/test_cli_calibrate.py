@@ -159,12 +159,12 @@ def test_words_empty_message_says_why():
 
 def test_tem_gamma_recorded_per_epsilon(emb_path):
     res = CliRunner().invoke(cli, ["calibrate", "-m", "tem", "--embedding", emb_path, "--epsilons", "1,4", "--words", "3",
-                                   "--param", "k=8", "--seed", "0", "-o", "-", "--no-progress"])
+                                   "--param", "precomputed_neighbors=8", "--seed", "0", "-o", "-", "--no-progress"])
     assert res.exit_code == 0, res.output
     sweep = json.loads(res.stdout)["sweeps"][0]
     gammas = [r["params"]["gamma"] for r in sweep["results"]]
     assert sweep["params"]["gamma"] == gammas and gammas[0] > gammas[1]  # γ shrinks as ε grows
-    assert sweep["params"]["k"] == 8  # ε-independent parameters stay scalars
+    assert sweep["params"]["precomputed_neighbors"] == 8  # ε-independent parameters stay scalars
 
 
 @pytest.mark.parametrize("spelling", ["--limit", "--embedding-limit"])

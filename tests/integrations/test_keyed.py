@@ -196,16 +196,48 @@ def test_bound_contributions_is_keyed_by_user():
     records = [(u, " ".join(f"w{(u * 7 + j) % 13}" for j in range(12))) for u in range(30)]
     vocab = ngrams.build_vocabulary(ngrams.count_public([t for _, t in records], 2), n=2)
     counts = ngrams.count_users(records, vocab)
-    a = keyed_bound_contributions(counts, max_ngrams_per_user=4, C=1, seed=3)
+    a = keyed_bound_contributions(counts, max_ngrams_per_user=4, C=1, rng=3)
     assert np.diff(a.matrix.indptr).max() == 4 and a.matrix.max() == 1
     # user order does not matter: the same user keeps the same n-grams
     rev = ngrams.count_users(records[::-1], vocab)
-    b = keyed_bound_contributions(rev, max_ngrams_per_user=4, C=1, seed=3)
+    b = keyed_bound_contributions(rev, max_ngrams_per_user=4, C=1, rng=3)
     order = [b.user_ids.index(u) for u in a.user_ids]
     assert (b.matrix[order] != a.matrix).nnz == 0
-    assert (keyed_bound_contributions(counts, max_ngrams_per_user=4, seed=4).matrix != keyed_bound_contributions(counts, max_ngrams_per_user=4, seed=3).matrix).nnz
+    assert (keyed_bound_contributions(counts, max_ngrams_per_user=4, rng=4).matrix != keyed_bound_contributions(counts, max_ngrams_per_user=4, rng=3).matrix).nnz
     unbounded = keyed_bound_contributions(counts)
     assert (unbounded.matrix != counts.matrix).nnz == 0
+
+
+def test_bound_contributions_rng_and_its_deprecated_alias_seed():
+    """rng= takes None, an int or a Generator (through master_seed, as privatize_keyed does);
+    seed= gives the same bounded counts for the same int, with a DeprecationWarning naming rng=
+    at the caller's line; both at once is refused."""
+    import warnings
+
+    from deniable import ngrams
+
+    records = [(u, " ".join(f"w{(u * 5 + j) % 17}" for j in range(15))) for u in range(40)]
+    counts = ngrams.count_users(records, ngrams.build_vocabulary(ngrams.count_public([t for _, t in records], 2), n=2))
+    new = keyed_bound_contributions(counts, max_ngrams_per_user=3, rng=11)
+    with pytest.warns(DeprecationWarning, match=r"keyed_bound_contributions\(seed=\.\.\.\) is deprecated; use rng=") as rec:
+        old = keyed_bound_contributions(counts, max_ngrams_per_user=3, seed=11)
+    assert rec[0].filename == __file__
+    assert (old.matrix != new.matrix).nnz == 0
+    assert (keyed_bound_contributions(counts, max_ngrams_per_user=3, rng=12).matrix != new.matrix).nnz  # control: the seed matters
+    with pytest.raises(TypeError, match="both rng= and seed=.*give rng= only"):
+        keyed_bound_contributions(counts, max_ngrams_per_user=3, rng=11, seed=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        drawn = keyed_bound_contributions(counts, max_ngrams_per_user=3, rng=np.random.default_rng(5))
+        again = keyed_bound_contributions(counts, max_ngrams_per_user=3, rng=np.random.default_rng(5))
+    # a Generator is drawn from once: its 128 bits are the master seed
+    from deniable.integrations.row_keys import master_seed
+
+    master, fresh = master_seed(np.random.default_rng(5))
+    assert not fresh and (drawn.matrix != again.matrix).nnz == 0
+    assert (drawn.matrix != keyed_bound_contributions(counts, max_ngrams_per_user=3, rng=master).matrix).nnz == 0
+    with pytest.raises((TypeError, ValueError)):
+        keyed_bound_contributions(counts, max_ngrams_per_user=3, rng=-1)
 
 
 def test_seed_is_a_deprecated_alias_of_rng():

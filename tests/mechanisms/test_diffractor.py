@@ -58,7 +58,7 @@ def brute_position_probs(i: int, V: int, eps: float, noise: str, gamma: float) -
 @pytest.mark.parametrize("k", [2, 128])
 def test_word_list_is_the_greedy_chain(metric: str, k: int) -> None:
     emb = make_embedding()
-    np.testing.assert_array_equal(greedy_word_list(emb, metric, k=k, cache_dir=False), brute_chain(emb.vectors, metric))
+    np.testing.assert_array_equal(greedy_word_list(emb, metric, precomputed_neighbors=k, cache_dir=False), brute_chain(emb.vectors, metric))
 
 
 CASES = [("geometric", 0.4, None), ("geometric", 2.0, None), ("tem", 1.0, None), ("tem", 1.5, 4.0)]

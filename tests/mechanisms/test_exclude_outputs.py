@@ -27,9 +27,9 @@ EXCLUDED = [f"w{i}" for i in range(0, N_WORDS, 3)]
 #: Per-mechanism parameters on the small embedding (in memory; BRR on 8-bit codes so that its
 #: exact enumeration applies; small k / K so that truncation, rejection and set boundaries occur).
 PARAMS = {
-    "tem": {"cache_dir": False, "k": 4},
-    "santext": {"cache_dir": False, "k": 4},
-    "santext_plus": {"cache_dir": False, "k": 4, "sensitive": [f"w{i}" for i in range(0, N_WORDS, 2)], "p": 0.4},
+    "tem": {"cache_dir": False, "precomputed_neighbors": 4},
+    "santext": {"cache_dir": False, "precomputed_neighbors": 4},
+    "santext_plus": {"cache_dir": False, "precomputed_neighbors": 4, "sensitive": [f"w{i}" for i in range(0, N_WORDS, 2)], "p": 0.4},
     "knn_tem": {"cache_dir": False, "k": 5},
     "custext": {"cache_dir": False, "K": 6},
     "diffractor": {"cache_dir": False, "noise": "tem", "gamma": 4.0},
@@ -84,9 +84,9 @@ def test_exact_probabilities_zero_and_metric_dp_over_the_restricted_outputs(name
 @pytest.mark.parametrize(
     "name, params",
     [
-        ("tem", {"cache_dir": False, "k": 4, "storage": "compact"}),
+        ("tem", {"cache_dir": False, "precomputed_neighbors": 4, "storage": "compact"}),
         ("tem", {"cache_dir": False, "neighbors": "radius", "gamma": 2.0}),
-        ("santext_plus", {"cache_dir": False, "k": 4, "sensitive": ["w0", "w1", "w2", "w4", "w5", "w9", "w10"], "p": 0.5}),
+        ("santext_plus", {"cache_dir": False, "precomputed_neighbors": 4, "sensitive": ["w0", "w1", "w2", "w4", "w5", "w9", "w10"], "p": 0.5}),
         ("custext", {"cache_dir": False, "K": 4, "metric": "cosine", "keep_stop_words": True, "stop_words": ["w3", "w6"]}),
         ("diffractor", {"cache_dir": False, "metrics": ("euclidean", "angular"), "starts": (1, 2)}),
     ],

@@ -92,7 +92,7 @@ def test_santext_closed_form_and_metric_dp_on_all_pairs(eps: float) -> None:
 @pytest.mark.parametrize("eps,k", [(0.5, 3), (3.0, 5), (12.0, 40)])
 def test_santext_sampler_is_exact(eps: float, k: int) -> None:
     emb = make_embedding()
-    mech = SanText(emb, epsilon=eps, k=k, cache_dir=False)
+    mech = SanText(emb, epsilon=eps, precomputed_neighbors=k, cache_dir=False)
     words = [0, 13, -1]
     out = mech.sample_ids(np.repeat(words, N_DRAWS), rng=11).reshape(len(words), N_DRAWS)
     for j, w in enumerate(words):
@@ -101,7 +101,7 @@ def test_santext_sampler_is_exact(eps: float, k: int) -> None:
 
 def test_santext_chi_square_control_fails() -> None:
     emb = make_embedding()
-    out = SanText(emb, epsilon=3.0, k=5, cache_dir=False).sample_ids(np.full(N_DRAWS, 4), rng=1)
+    out = SanText(emb, epsilon=3.0, precomputed_neighbors=5, cache_dir=False).sample_ids(np.full(N_DRAWS, 4), rng=1)
     assert chi2_pvalue(out, SanText(emb, epsilon=3.3, cache_dir=False).probabilities(4)) < 1e-6
 
 
@@ -157,7 +157,7 @@ def test_santext_plus_guarantee_holds_on_sensitive_words_and_fails_beyond() -> N
 @pytest.mark.parametrize("k", [3, 128])
 def test_santext_plus_sampler_is_exact(k: int) -> None:
     emb = make_embedding()
-    mech = SanTextPlus(emb, epsilon=1.5, sensitive=LAST_20, p=0.4, k=k, cache_dir=False)
+    mech = SanTextPlus(emb, epsilon=1.5, sensitive=LAST_20, p=0.4, precomputed_neighbors=k, cache_dir=False)
     words = [0, 7, 25, -1]  # non-sensitive, non-sensitive, sensitive, UNK
     out = mech.sample_ids(np.repeat(words, N_DRAWS), rng=5).reshape(len(words), N_DRAWS)
     for j, w in enumerate(words):
@@ -181,13 +181,13 @@ def test_santext_plus_explicit_sensitive_words_and_oov() -> None:
 
 def test_subset_cache_roundtrip(tmp_path) -> None:
     emb = make_embedding()
-    a = SanTextPlus(emb, epsilon=2.0, k=4, cache_dir=tmp_path).fit(CORPUS)
+    a = SanTextPlus(emb, epsilon=2.0, precomputed_neighbors=4, cache_dir=tmp_path).fit(CORPUS)
     out = a.sample_ids(np.arange(40).repeat(20), rng=3)
     assert a.cache_file is not None and a.cache_file.exists()
-    b = SanTextPlus(emb, epsilon=2.0, k=4, cache_dir=tmp_path).fit(CORPUS)
+    b = SanTextPlus(emb, epsilon=2.0, precomputed_neighbors=4, cache_dir=tmp_path).fit(CORPUS)
     np.testing.assert_array_equal(b.sample_ids(np.arange(40).repeat(20), rng=3), out)
     assert b.cache_file == a.cache_file
-    c = SanTextPlus(emb, epsilon=2.0, w=0.5, k=4, cache_dir=tmp_path).fit(CORPUS)  # another target set: another file
+    c = SanTextPlus(emb, epsilon=2.0, w=0.5, precomputed_neighbors=4, cache_dir=tmp_path).fit(CORPUS)  # another target set: another file
     c.precompute()
     assert c.cache_file != a.cache_file
 
@@ -224,8 +224,8 @@ def test_fit_takes_the_least_frequent_corpus_words_not_the_embedding_order() -> 
 
 def test_without_a_corpus_every_word_is_protected_and_equals_santext() -> None:
     emb = make_embedding()
-    plus = get_mechanism("santext_plus", emb, epsilon=2.0, p=0.3, k=5, cache_dir=False)
-    plain = SanText(emb, epsilon=2.0, k=5, cache_dir=False)
+    plus = get_mechanism("santext_plus", emb, epsilon=2.0, p=0.3, precomputed_neighbors=5, cache_dir=False)
+    plain = SanText(emb, epsilon=2.0, precomputed_neighbors=5, cache_dir=False)
     assert not plus.fitted and plus.is_sensitive.all() and not plus.is_non_sensitive.any() and plus.finite_metric
     rows = np.r_[np.arange(40), -1]
     np.testing.assert_allclose(plus.log_probability_rows(rows), plain.log_probability_rows(rows), rtol=1e-12)
@@ -288,7 +288,7 @@ def test_a_pickled_fitted_mechanism_keeps_its_sets_and_samples_identically(tmp_p
     from deniable.integrations.shipping import pack
 
     emb = make_embedding()
-    mech = SanTextPlus(emb, epsilon=1.5, w=0.3, p=0.4, k=4, cache_dir=False).fit(CORPUS)
+    mech = SanTextPlus(emb, epsilon=1.5, w=0.3, p=0.4, precomputed_neighbors=4, cache_dir=False).fit(CORPUS)
     ids = np.r_[np.arange(40), -1].repeat(25)
     want = mech.sample_ids(ids, rng=12)
     clone = pickle.loads(pickle.dumps(mech))
@@ -298,7 +298,7 @@ def test_a_pickled_fitted_mechanism_keeps_its_sets_and_samples_identically(tmp_p
     shipped = pack(mech, directory=tmp_path / "ship").load()
     np.testing.assert_array_equal(shipped.sample_ids(ids, rng=12), want)
     # control: an unfitted mechanism with the same constructor call samples differently
-    assert not np.array_equal(SanTextPlus(emb, epsilon=1.5, w=0.3, p=0.4, k=4, cache_dir=False).sample_ids(ids, rng=12), want)
+    assert not np.array_equal(SanTextPlus(emb, epsilon=1.5, w=0.3, p=0.4, precomputed_neighbors=4, cache_dir=False).sample_ids(ids, rng=12), want)
 
 
 # -- interface -----------------------------------------------------------------------------------
@@ -321,7 +321,7 @@ def test_interface_registry_repr_and_validation() -> None:
         (dict(p=-0.1), ValueError),
         (dict(sensitive="w1"), TypeError),
         (dict(metric="cosine"), ValueError),
-        (dict(k=0), ValueError),
+        (dict(precomputed_neighbors=0), ValueError),
         (dict(cache_dir=3), TypeError),
     ]:
         with pytest.raises(exc):

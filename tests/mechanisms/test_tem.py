@@ -157,13 +157,13 @@ def test_bottom_never_falls_back_to_the_input_word() -> None:
 # precomputed / small-gamma path, no distance at sampling time); "rejection": no row does (the
 # large-gamma path: k-nearest envelope + rejection); "mixed": both kinds of rows.
 SAMPLER_CASES = [
-    ("lookup-knn", 8.0, dict(k=40), "lookup"),
+    ("lookup-knn", 8.0, dict(precomputed_neighbors=40), "lookup"),
     ("lookup-radius", 8.0, dict(neighbors="radius"), "lookup"),
-    ("lookup-truncating", 2.0, dict(gamma=2.0, k=40), "lookup"),
-    ("rejection-large-gamma", 0.5, dict(k=3), "rejection"),
-    ("rejection-angular", 2.0, dict(k=4, metric="angular"), "rejection"),
-    ("rejection-manhattan", 2.0, dict(k=5, metric="manhattan", gamma=5.0), "rejection"),
-    ("mixed-chebyshev", 3.0, dict(k=4, metric="chebyshev", gamma=1.0), "mixed"),
+    ("lookup-truncating", 2.0, dict(gamma=2.0, precomputed_neighbors=40), "lookup"),
+    ("rejection-large-gamma", 0.5, dict(precomputed_neighbors=3), "rejection"),
+    ("rejection-angular", 2.0, dict(precomputed_neighbors=4, metric="angular"), "rejection"),
+    ("rejection-manhattan", 2.0, dict(precomputed_neighbors=5, metric="manhattan", gamma=5.0), "rejection"),
+    ("mixed-chebyshev", 3.0, dict(precomputed_neighbors=4, metric="chebyshev", gamma=1.0), "mixed"),
 ]
 
 
@@ -202,7 +202,7 @@ def test_sampling_matches_closed_form(name: str, epsilon: float, kwargs: dict, p
 def test_chi_square_detects_a_wrong_sampler(storage: str) -> None:
     """The frequency test has power: draws at eps=2 do not fit the eps=2.2 closed form."""
     emb = make_embedding()
-    out = draws(TEM(emb, epsilon=2.0, k=4, cache_dir=False, storage=storage), 3)
+    out = draws(TEM(emb, epsilon=2.0, precomputed_neighbors=4, cache_dir=False, storage=storage), 3)
     assert chi2_pvalue(out, TEM(emb, epsilon=2.2, cache_dir=False).probabilities(3)) < 1e-6
 
 
@@ -212,7 +212,7 @@ def test_compact_sampler_detects_wrong_weights(monkeypatch) -> None:
     import deniable.mechanisms.tem as tem_module
 
     emb = make_embedding()
-    mech = TEM(emb, epsilon=2.0, k=8, cache_dir=False, storage="compact")
+    mech = TEM(emb, epsilon=2.0, precomputed_neighbors=8, cache_dir=False, storage="compact")
     real = tem_module.row_distances
     monkeypatch.setattr(tem_module, "row_distances", lambda *a, **k: 1.1 * real(*a, **k))
     assert chi2_pvalue(draws(mech, 3), mech.probabilities(3)) < 1e-6
@@ -224,7 +224,7 @@ def test_storage_auto_and_validation() -> None:
     assert "storage" not in TEM(emb, epsilon=2.0, cache_dir=False).params
     big = Embedding([f"w{i}" for i in range(70_000)], np.zeros((70_000, 2), dtype=np.float32))
     assert TEM(big, epsilon=2.0, cache_dir=False).storage == "compact"  # (70,001 x 128) entries
-    assert TEM(big, epsilon=2.0, cache_dir=False, k=64).storage == "table"
+    assert TEM(big, epsilon=2.0, cache_dir=False, precomputed_neighbors=64).storage == "table"
     assert TEM(emb, epsilon=2.0, cache_dir=False, storage="compact").params["storage"] == "compact"
     with pytest.raises(ValueError, match="storage must be"):
         TEM(emb, epsilon=2.0, storage="mmap")
@@ -240,11 +240,11 @@ def test_compact_disk_cache(tmp_path, monkeypatch) -> None:
     import deniable.neighbors.neighborhoods as nbm
 
     emb = make_embedding()
-    a = TEM(emb, epsilon=2.0, k=6, cache_dir=tmp_path, storage="compact")
+    a = TEM(emb, epsilon=2.0, precomputed_neighbors=6, cache_dir=tmp_path, storage="compact")
     out_a = a.sample_ids(np.arange(40).repeat(20), rng=4)
     assert a.cache_file is not None and a.cache_file.is_dir() and a.cache_file.name.startswith("tem-knnids-")
     monkeypatch.setattr(nbm, "build_knn_ids", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
-    b = TEM(emb, epsilon=2.0, k=6, cache_dir=tmp_path, storage="compact")
+    b = TEM(emb, epsilon=2.0, precomputed_neighbors=6, cache_dir=tmp_path, storage="compact")
     np.testing.assert_array_equal(b.sample_ids(np.arange(40).repeat(20), rng=4), out_a)
     assert isinstance(b.precompute().ids, np.memmap)
 
@@ -255,7 +255,7 @@ def test_callable_metric() -> None:
     def scaled_l1(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return 0.5 * np.abs(A[:, None, :].astype(np.float64) - B[None, :, :]).sum(axis=-1)
 
-    mech = TEM(emb, epsilon=2.0, metric=scaled_l1, k=3, cache_dir=False)
+    mech = TEM(emb, epsilon=2.0, metric=scaled_l1, precomputed_neighbors=3, cache_dir=False)
     d = np.array([0.5 * np.abs(emb.vectors[4].astype(np.float64) - v).sum() for v in emb.vectors])
     np.testing.assert_allclose(mech.probabilities(4), brute_algorithm2(d, 2.0, mech.gamma), rtol=1e-9)
     assert chi2_pvalue(draws(mech, 4), mech.probabilities(4)) > P_MIN
@@ -274,7 +274,7 @@ def test_complement_empty_is_the_exponential_mechanism() -> None:
     assert d.max() < mech.gamma
     p = np.exp(-0.25 * d)
     np.testing.assert_allclose(mech.probabilities(2), p / p.sum(), rtol=1e-9)
-    mech_inf = TEM(emb, epsilon=0.5, gamma=float("inf"), k=5, cache_dir=False)
+    mech_inf = TEM(emb, epsilon=0.5, gamma=float("inf"), precomputed_neighbors=5, cache_dir=False)
     np.testing.assert_allclose(mech_inf.probabilities(2), p / p.sum(), rtol=1e-9)
     assert chi2_pvalue(draws(mech_inf, 2), p / p.sum()) > P_MIN
 
@@ -284,7 +284,7 @@ def test_ties_in_distance() -> None:
     pts = np.array([[x, y] for x in range(5) for y in range(5)], dtype=np.float32)
     emb = Embedding([f"p{i}" for i in range(25)], pts)
     for k, gamma in [(3, 1.0), (5, 2.0), (25, 2.0)]:
-        mech = TEM(emb, epsilon=1.5, gamma=gamma, k=k, metric="manhattan", cache_dir=False)
+        mech = TEM(emb, epsilon=1.5, gamma=gamma, precomputed_neighbors=k, metric="manhattan", cache_dir=False)
         for w in (12, 0):
             d = np.abs(pts[w] - pts).sum(axis=1).astype(np.float64)
             p = brute_algorithm2(d, 1.5, gamma)
@@ -350,7 +350,7 @@ def test_interface_shapes_unk_and_text() -> None:
 
 def test_registry_and_string_params() -> None:
     emb = make_embedding()
-    mech = get_mechanism("tem", emb, epsilon=2.0, beta=0.01, metric="angular", k=8, cache_dir=False)
+    mech = get_mechanism("tem", emb, epsilon=2.0, beta=0.01, metric="angular", precomputed_neighbors=8, cache_dir=False)
     assert isinstance(mech, TEM) and mech.metric == "angular" and mech.beta == 0.01
     assert "angular" in mech.guarantee.metric
     assert mech.gamma == pytest.approx(theorem3_gamma(2.0, 40, 0.01))
@@ -368,8 +368,8 @@ def test_registry_and_string_params() -> None:
         (dict(metric="hamming"), ValueError),
         (dict(metric="cosine"), ValueError),
         (dict(metric=3), TypeError),
-        (dict(k=0), ValueError),
-        (dict(k=2.5), TypeError),
+        (dict(precomputed_neighbors=0), ValueError),
+        (dict(precomputed_neighbors=2.5), TypeError),
         (dict(neighbors="ball"), ValueError),
         (dict(cache_dir=3), TypeError),
         (dict(epsilon=0.0), ValueError),
@@ -385,17 +385,17 @@ def test_validation(kwargs: dict, exc: type) -> None:
 def test_disk_cache_roundtrip(tmp_path, monkeypatch) -> None:
     emb = make_embedding()
     monkeypatch.setenv("DENIABLE_CACHE_DIR", str(tmp_path / "env"))
-    a = TEM(emb, epsilon=2.0, k=5)
+    a = TEM(emb, epsilon=2.0, precomputed_neighbors=5)
     out_a = a.sample_ids(np.arange(40).repeat(50), rng=3)
     assert a.cache_file is not None and a.cache_file.parent == tmp_path / "env" and a.cache_file.exists()
-    b = TEM(emb, epsilon=2.0, k=5, cache_dir=tmp_path / "param")
+    b = TEM(emb, epsilon=2.0, precomputed_neighbors=5, cache_dir=tmp_path / "param")
     np.testing.assert_array_equal(b.sample_ids(np.arange(40).repeat(50), rng=3), out_a)
     assert b.cache_file.parent == tmp_path / "param"
     # a second instance loads the file instead of recomputing
     import deniable.neighbors.neighborhoods as nbm
 
     monkeypatch.setattr(nbm, "knn_neighborhoods", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
-    c = TEM(emb, epsilon=5.0, k=5)
+    c = TEM(emb, epsilon=5.0, precomputed_neighbors=5)
     np.testing.assert_array_equal(c.sample_ids([1, 2, 3], rng=0).shape, (3,))
     assert c.cache_file == a.cache_file
 
@@ -407,7 +407,7 @@ def test_tem_draws_come_from_the_shared_sampler(storage: str) -> None:
     from deniable.mechanisms._exponential import ExponentialSampler, RowSubset, SamplingTables
 
     emb = make_embedding()
-    mech = TEM(emb, epsilon=2.0, gamma=1.5, k=6, cache_dir=False, storage=storage)
+    mech = TEM(emb, epsilon=2.0, gamma=1.5, precomputed_neighbors=6, cache_dir=False, storage=storage)
     ids = np.r_[np.arange(40).repeat(30), -np.ones(50, dtype=np.int64)]
     rows = np.where(ids < 0, 40, ids)
     if storage == "table":
@@ -430,7 +430,7 @@ def test_loose_bound_stays_exact(storage: str) -> None:
     from dataclasses import replace
 
     emb = make_embedding()
-    mech = TEM(emb, epsilon=2.0, k=8, cache_dir=False, storage=storage)
+    mech = TEM(emb, epsilon=2.0, precomputed_neighbors=8, cache_dir=False, storage=storage)
     nb = mech.precompute()
     mech._nb = replace(nb, bound=nb.bound * 0.5)  # type: ignore[type-var]
     mech._tables = None

@@ -49,7 +49,7 @@ def test_mechanisms_lists_offered_names_and_limits(client):
         "description": "Regularization λ ∈ [0, 1]; 0 gives Madlib, 1 the plain Mahalanobis norm.",
     }
     assert [n for n, p in params["mahalanobis"].items() if p["settable"]] == ["lam"]
-    assert not params["tem"]["k"]["settable"] and params["tem"]["k"]["default"] == 128
+    assert not params["tem"]["precomputed_neighbors"]["settable"] and params["tem"]["precomputed_neighbors"]["default"] == 128
 
 
 @pytest.mark.parametrize("mechanism,epsilon", [("madlib", 5.0), ("mahalanobis", 5.0), ("tem", 3.0), ("brr", 0.5)])
@@ -240,7 +240,7 @@ def test_lone_surrogate_is_refused(client):
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "mahalanobis", "params": {"lam": 5.0}}, "invalid_parameters", "lam"),
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "mahalanobis", "params": {"lam": "0.5"}}, "invalid_parameters", "lam"),
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"beta": 2.0}}, "invalid_parameters", "beta"),
-        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"k": 4096}}, "invalid_parameters", "k is fixed at 128"),
+        ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"precomputed_neighbors": 4096}}, "invalid_parameters", "precomputed_neighbors is fixed at 128"),
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "tem", "params": {"cache_dir": "/tmp"}}, "invalid_parameters", "cache_dir"),
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "madlib", "params": {"lam": 0.5}}, "invalid_parameters", "lam"),
         ({"texts": ["a"], "epsilon": 1.0, "mechanism": "brr", "params": {"beta": 0.5}}, "invalid_parameters", "beta"),

@@ -90,7 +90,7 @@ def test_an_unknown_parameter_is_a_422_naming_it_and_the_valid_ones(client, list
 def test_the_pool_refuses_what_the_listing_refuses(vocab):
     pool = MechanismPool(*vocab)
     with pytest.raises(PoolError, match="valid parameters of tem: beta, gamma"):
-        pool.get("tem", {"k": 4}, epsilon=1.0)
+        pool.get("tem", {"precomputed_neighbors": 4}, epsilon=1.0)
     with pytest.raises(PoolError, match="finite number or null"):
         pool.get("tem", {"gamma": float("nan")}, epsilon=1.0)
     assert pool.builds == 0

@@ -158,7 +158,7 @@ def test_count_ngrams_equals_single_machine_counting(spark, tmp_path):
 
     # bounded on the executors == bounded on one machine, whatever the partitioning
     bounded = count_ngrams(df.repartition(5), "user", "text", vocab, max_ngrams_per_user=3, C=1, rng=7)
-    ref = keyed_bound_contributions(single, max_ngrams_per_user=3, C=1, seed=7)
+    ref = keyed_bound_contributions(single, max_ngrams_per_user=3, C=1, rng=7)
     order = [bounded.user_ids.index(u) for u in ref.user_ids]
     assert (bounded.matrix[order] != ref.matrix).nnz == 0
     assert bounded.matrix.max() == 1 and np.diff(bounded.matrix.indptr).max() == 3

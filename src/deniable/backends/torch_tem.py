@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..embeddings.embedding import UNK_ID
+from ..mechanisms._em_base import precomputed_neighbors_param
 from ..mechanisms.tem import TEM
 from ..neighbors.torch_index import resolve_device
 from ._torch_base import _torch, _TorchMixin
@@ -33,13 +34,16 @@ class TorchTEM(_TorchMixin, TEM):
         beta: float = 0.001,
         gamma: float | None = None,
         metric: Any = "euclidean",
-        k: int = 128,
+        precomputed_neighbors: int = 128,
         neighbors: str = "knn",
         cache_dir: Any = None,
         memory_bytes: int = 64 << 20,
+        k: int | None = None,
     ) -> None:
+        precomputed_neighbors = precomputed_neighbors_param(type(self).__name__, precomputed_neighbors, k)
         super().__init__(
-            embedding, epsilon=epsilon, beta=beta, gamma=gamma, metric=metric, k=k, neighbors=neighbors, cache_dir=cache_dir, memory_bytes=memory_bytes,
+            embedding, epsilon=epsilon, beta=beta, gamma=gamma, metric=metric, precomputed_neighbors=precomputed_neighbors, neighbors=neighbors,
+            cache_dir=cache_dir, memory_bytes=memory_bytes,
             storage="table",  # the device holds the sampling tables
         )
         self.device = resolve_device(device)

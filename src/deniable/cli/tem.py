@@ -10,7 +10,7 @@ import click
 from ..errors import DataError
 from ._options import InputPath, embedding_limit_option, parse_params, positive_epsilon
 
-_TEM_PARAMS = ("beta", "gamma", "k", "neighbors", "metric", "memory_bytes", "storage")
+_TEM_PARAMS = ("beta", "gamma", "precomputed_neighbors", "neighbors", "metric", "memory_bytes", "storage")
 
 
 @click.group()
@@ -25,7 +25,7 @@ def precompute() -> None:
     "params",
     multiple=True,
     metavar="KEY=VALUE",
-    help="TEM parameter (repeatable): beta=0.001, gamma=..., k=128, neighbors=knn|radius, storage=auto|table|compact.",
+    help="TEM parameter (repeatable): beta=0.001, gamma=..., precomputed_neighbors=128, neighbors=knn|radius, storage=auto|table|compact.",
 )
 @click.option(
     "--metric",
@@ -57,7 +57,7 @@ def tem(
 
     The k-nearest lists (the default) do not depend on epsilon; epsilon and beta set gamma,
     which the summary uses to report how many words are table lookups at this epsilon.
-    Above 8 million table entries (e.g. 62,000 words at k=128) the table is the compact one
+    Above 8 million table entries (e.g. 62,000 words at precomputed_neighbors=128) the table is the compact one
     (neighbour ids only, memory-mapped), and its build is resumable: run the same command again
     after an interruption and it continues from its last checkpoint.
     """
@@ -65,7 +65,7 @@ def tem(
     from ..mechanisms.tem import TEM
 
     kw: dict[str, Any] = parse_params(params)
-    unknown = sorted(set(kw) - set(_TEM_PARAMS))
+    unknown = sorted(set(kw) - set(_TEM_PARAMS) - TEM.deprecated_params)  # k: accepted, warns, not advertised
     if unknown:
         raise click.BadParameter(f"unknown TEM parameter(s) {', '.join(unknown)}; known: {', '.join(_TEM_PARAMS)}", param_hint="--param")
     if metric is not None:

@@ -61,6 +61,7 @@ from .row_keys import (
     check_seed,
     is_null,
     key_bytes,
+    master_seed,
     philox_key,
     resolve_randomness,
     rng_or_seed,
@@ -407,26 +408,32 @@ def check_bounds(max_ngrams_per_user: Any, C: Any) -> tuple[int | None, float | 
     return k, c
 
 
-def keyed_bound_contributions(counts: Any, *, max_ngrams_per_user: int | None = None, C: float | None = None, seed: int | None = None) -> Any:
+def keyed_bound_contributions(
+    counts: Any, *, max_ngrams_per_user: int | None = None, C: float | None = None, rng: Any = None, seed: Any = None
+) -> Any:
     """Per-user contribution bounds on a :class:`~deniable.ngrams.UserCounts`, keyed by user.
 
     The bounds of :func:`deniable.ngrams.bound_contributions` (at most ``max_ngrams_per_user``
     distinct n-grams per user, a uniformly random subset; every count clamped to ``C``; None
     leaves a bound off), with each user's subset drawn from its own generator
-    ``row_generator(seed, NGRAM_STREAM, user_id)`` instead of one generator in row order. This is
-    the single-machine reference of the bounds :func:`deniable.spark.count_ngrams` applies on the
-    executors: the same seed gives the same bounded counts whatever the partitioning or the user
-    order. The bounds are data independent; a release enforces its own again (a no-op for users
-    already within them).
+    ``row_generator(master, NGRAM_STREAM, user_id)`` (``master`` the integer seed of ``rng``)
+    instead of one generator in row order. This is the single-machine reference of the bounds
+    :func:`deniable.spark.count_ngrams` applies on the executors: the same ``rng`` seed gives the
+    same bounded counts whatever the partitioning or the user order. The bounds are data
+    independent; a release enforces its own again (a no-op for users already within them).
+
+    ``rng``: ``None`` (a fresh secret seed), a non-negative integer seed (reproducible) or a
+    ``numpy.random.Generator`` (128 bits drawn from it), as
+    :func:`~deniable.integrations.row_keys.master_seed` reads it. ``seed``: deprecated alias of
+    ``rng`` (same values, same outputs; warns with a ``DeprecationWarning``); giving both raises
+    ``TypeError``.
     """
     import scipy.sparse as sp
 
     from ..ngrams import UserCounts
 
     k, c = check_bounds(max_ngrams_per_user, C)
-    seed = check_seed(seed)
-    if seed is None:
-        seed = secret_seed()
+    master, _ = master_seed(rng_or_seed(rng, seed, where="keyed_bound_contributions"))
     m = sp.csr_matrix(counts.matrix)
     indptr = [0]
     cols_out, data_out = [], []
@@ -434,7 +441,7 @@ def keyed_bound_contributions(counts: Any, *, max_ngrams_per_user: int | None = 
         lo, hi = m.indptr[u], m.indptr[u + 1]
         user = counts.user_ids[u] if counts.user_ids else u
         cols, vals = bound_user_row(
-            m.indices[lo:hi], m.data[lo:hi], max_ngrams_per_user=k, C=c, generator=lambda user=user: row_generator(seed, NGRAM_STREAM, user)
+            m.indices[lo:hi], m.data[lo:hi], max_ngrams_per_user=k, C=c, generator=lambda user=user: row_generator(master, NGRAM_STREAM, user)
         )
         cols_out.append(cols)
         data_out.append(vals)

@@ -4,14 +4,21 @@ and kNN-TEM.
 Each samples P[M(x) = y] ∝ exp(−(ε/2)·s(x, y)) with its own score s over the possible outputs
 (the vocabulary less ``exclude_outputs``), by the exact sampler of
 :mod:`deniable.mechanisms._exponential`. What they share lives here: the parameters ``metric``,
-``k`` and ``cache_dir``; the sampler's rows (the words, then UNK as row V); outputs numbered
-among the allowed words; the closed-form probabilities of one word as a row of the subclass's
-``log_probability_rows``; and the guarantee's wording of the metric.
+``precomputed_neighbors`` and ``cache_dir``; the sampler's rows (the words, then UNK as row V);
+outputs numbered among the allowed words; the closed-form probabilities of one word as a row of
+the subclass's ``log_probability_rows``; and the guarantee's wording of the metric.
+
+``precomputed_neighbors`` (formerly ``k``, still accepted as a deprecated alias by TEM, SanText,
+SanText+ and 1-Diffractor: :func:`precomputed_neighbors_param`) is how many nearest words are
+stored per word for the exact sampler: a speed and memory setting; the output distribution does
+not depend on it. kNN-TEM's ``k`` is different: the size of its candidate lists, which defines its
+distribution.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,13 +33,36 @@ from ._exponential import PointsWithUnk, log_probability_rows_by_block, self_pro
 from ._params import check_cache_dir, check_metric, metric_text
 from .base import EmbeddingMechanism, Guarantee
 
-__all__ = ["ExponentialEmbeddingMechanism"]
+__all__ = ["ExponentialEmbeddingMechanism", "PRECOMPUTED_NEIGHBORS", "precomputed_neighbors_param"]
+
+#: The default of ``precomputed_neighbors``: nearest words stored per word.
+PRECOMPUTED_NEIGHBORS = 128
+
+
+def precomputed_neighbors_param(owner: str, precomputed_neighbors: Any, k: Any = None) -> int:
+    """``precomputed_neighbors`` (an int ≥ 1) of ``owner`` (a class or function name), given
+    directly or through its deprecated alias ``k`` (not None: a ``DeprecationWarning`` naming
+    ``precomputed_neighbors``, at the line that called the function that calls this one, so call
+    it from the constructor or function the user calls). Both given with different values is a
+    ``ValueError``."""
+    if k is not None:
+        warnings.warn(
+            f"{owner}(k=...) is deprecated: pass precomputed_neighbors=... (how many nearest words are stored per word "
+            "for the sampler; same values, same outputs)", DeprecationWarning, stacklevel=3,
+        )
+        if precomputed_neighbors != PRECOMPUTED_NEIGHBORS and precomputed_neighbors != k:
+            raise ValueError(
+                f"precomputed_neighbors={precomputed_neighbors!r} and its deprecated alias k={k!r} disagree; pass precomputed_neighbors= only"
+            )
+        precomputed_neighbors = k
+    return check_int("precomputed_neighbors", precomputed_neighbors, minimum=1)
 
 
 class ExponentialEmbeddingMechanism(EmbeddingMechanism):
     """An exponential mechanism over ``embedding``'s vectors with a ``metric`` (a name of
-    :data:`~deniable.mechanisms._params.TEM_METRICS` or a callable), ``k`` neighbours per word in
-    its cached table (``cache_dir``), and ``exclude_outputs``.
+    :data:`~deniable.mechanisms._params.TEM_METRICS` or a callable), ``precomputed_neighbors``
+    nearest words per word in its cached table (``cache_dir``; ``k`` is its deprecated alias),
+    and ``exclude_outputs``.
 
     Subclasses define ``log_probability_rows`` (the closed form; :meth:`log_probabilities` and
     :meth:`probabilities` read one row of it) and either ``_get_sampler`` (an
@@ -50,16 +80,19 @@ class ExponentialEmbeddingMechanism(EmbeddingMechanism):
         *,
         epsilon: float,
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
-        k: int = 128,
+        precomputed_neighbors: int = PRECOMPUTED_NEIGHBORS,
         cache_dir: str | os.PathLike[str] | bool | None = None,
         exclude_outputs: Any = None,
+        k: int | None = None,
     ) -> None:
-        """Check and keep the shared parameters (SanText's constructor: it adds none)."""
+        """Check and keep the shared parameters (SanText's constructor: it adds none). ``k`` is
+        the deprecated alias of ``precomputed_neighbors`` (a subclass that resolves the alias in
+        its own constructor passes the resolved value and no ``k``)."""
         super().__init__(embedding, epsilon=epsilon)
         self._set_exclusion(exclude_outputs, stacklevel=6)  # the warning names the caller of the subclass
         check_metric(metric, hamming_hint=type(self).__name__)
         self.metric = metric
-        self.k = check_int("k", k, minimum=1)
+        self.precomputed_neighbors = precomputed_neighbors_param(type(self).__name__, precomputed_neighbors, k)
         self.cache_dir = check_cache_dir(cache_dir)
         self.cache_file: Path | None = None
         self._pts = PointsWithUnk(self.embedding.vectors, self.embedding.mean)

@@ -9,24 +9,35 @@ import numpy as np
 
 from .._validation import check_int
 from ..neighbors.neighborhoods import _progress, embedding_neighborhoods
+from ._em_base import PRECOMPUTED_NEIGHBORS, precomputed_neighbors_param
 from ._scan import FreeScanner
 
 __all__ = ["greedy_word_list"]
 
 
 def greedy_word_list(
-    embedding: Any, metric: str = "euclidean", *, start: int = 0, k: int = 128, cache_dir: Any = None, progress: bool | None = False
+    embedding: Any,
+    metric: str = "euclidean",
+    *,
+    start: int = 0,
+    precomputed_neighbors: int = PRECOMPUTED_NEIGHBORS,
+    cache_dir: Any = None,
+    progress: bool | None = False,
+    k: int | None = None,
 ) -> np.ndarray:
     """A 1-D order of the whole vocabulary: start at word ``start`` (default 0, the most frequent
     in GloVe-ordered files, as the authors' package starts at its file's first word), then
-    repeatedly append the nearest word not yet listed (ties by id). Exact: the cached k-nearest
-    lists give the answer when they still hold an unlisted word within their bound, otherwise the
-    unlisted words are scanned. Returns the ids in list order (int64)."""
+    repeatedly append the nearest word not yet listed (ties by id). Exact: the cached lists of the
+    ``precomputed_neighbors`` nearest words of each word give the answer when they still hold an
+    unlisted word within their bound, otherwise the unlisted words are scanned, so the result does
+    not depend on ``precomputed_neighbors`` (only the time does). ``k`` is its deprecated alias
+    (warns). Returns the ids in list order (int64)."""
+    n_precomputed = precomputed_neighbors_param("greedy_word_list", precomputed_neighbors, k)
     V = len(embedding)
     start = check_int("start", start, minimum=0)
     if start >= V:
         raise ValueError(f"start must be a word id below {V}, got {start}")
-    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=k, metric=metric, cache_dir=cache_dir, progress=progress)
+    nb, _ = embedding_neighborhoods(embedding, kind="knn", k=n_precomputed, metric=metric, cache_dir=cache_dir, progress=progress)
     bar = _progress(V, progress, f"1-Diffractor word list ({metric})")
     scanner = FreeScanner(embedding.vectors, metric)
     free = np.ones(V, dtype=bool)
@@ -51,6 +62,6 @@ def greedy_word_list(
         if bar is not None and n % 1024 == 0:
             bar.update(1024)
     if bar is not None:
-        bar.update(V - bar.n)
+        bar.update(V - (V - 1) // 1024 * 1024)  # the rest: the loop reported 1024 per 1024 words
         bar.close()
     return order

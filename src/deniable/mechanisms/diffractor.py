@@ -35,6 +35,7 @@ from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..metrics import pairwise_distances
 from ..neighbors.neighborhoods import cache_directory
+from ._em_base import PRECOMPUTED_NEIGHBORS, precomputed_neighbors_param
 from ._exclude import allowed_embedding, nearest_allowed
 from ._params import TEM_METRICS, check_cache_dir, check_flag, kept_stop_words
 from ._word_lists import greedy_word_list
@@ -107,8 +108,10 @@ class Diffractor(EmbeddingMechanism):
         The stop words for ``keep_stop_words`` (default: the shipped English list).
     beta, gamma
         TEM truncation (``noise="tem"``): γ = (2/ε)·ln((1−β)(|W|−1)/β) unless ``gamma`` is given.
-    k
-        k-nearest lists used to build the word lists quickly (exact either way).
+    precomputed_neighbors
+        Nearest words stored per word (default 128), used to build the word lists quickly: a
+        speed and memory setting, the lists (exact either way) and so the output distribution do
+        not depend on it.
     cache_dir
         Cache folder (``False``: memory only).
     exclude_outputs
@@ -117,6 +120,9 @@ class Diffractor(EmbeddingMechanism):
         excluded word, as an input, takes in each list the position of its nearest remaining word
         (as UNK does); an excluded stop word is not kept. A start word must not be excluded (the
         default start, word 0, moves to the first remaining word). Same guarantee, with these lists.
+    k
+        Deprecated alias of ``precomputed_neighbors`` (warns with a ``DeprecationWarning``);
+        giving both with different values is an error.
 
     References
     ----------
@@ -127,6 +133,7 @@ class Diffractor(EmbeddingMechanism):
     """
 
     name = "diffractor"
+    deprecated_params = frozenset({"k"})
 
     def __init__(
         self,
@@ -141,10 +148,12 @@ class Diffractor(EmbeddingMechanism):
         stop_words: Sequence[str] | None = None,
         beta: float = 0.001,
         gamma: float | None = None,
-        k: int = 128,
+        precomputed_neighbors: int = PRECOMPUTED_NEIGHBORS,
         cache_dir: str | os.PathLike[str] | bool | None = None,
         exclude_outputs: Any = None,
+        k: int | None = None,
     ) -> None:
+        n_precomputed = precomputed_neighbors_param(type(self).__name__, precomputed_neighbors, k)
         super().__init__(embedding, epsilon=epsilon, exclude_outputs=exclude_outputs)
         if noise not in NOISES:
             raise ValueError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}")
@@ -169,7 +178,7 @@ class Diffractor(EmbeddingMechanism):
         self._is_stop = kept_stop_words(self, self.keep_stop_words, stop_words)
         # |W| of Theorem 3: the list length (the possible outputs)
         self.beta, self.gamma, self._gamma_given = truncation_gamma(self.epsilon, int(self.allowed_output_ids.size), beta, gamma)
-        self.k = check_int("k", k, minimum=1)
+        self.precomputed_neighbors = n_precomputed
         self.cache_dir = check_cache_dir(cache_dir)
         self.cache_files: list[Path] = []
         self._order: np.ndarray | None = None  # (L, V) word id at each position
@@ -259,7 +268,7 @@ class Diffractor(EmbeddingMechanism):
                 return order.astype(np.int64)
             except (OSError, ValueError, KeyError) as exc:
                 warnings.warn(f"{path}: unreadable cache file ({exc}); rebuilding it", DeniableWarning, stacklevel=3)
-        order = greedy_word_list(emb, metric, start=start, k=self.k, cache_dir=self.cache_dir, progress=progress)
+        order = greedy_word_list(emb, metric, start=start, precomputed_neighbors=self.precomputed_neighbors, cache_dir=self.cache_dir, progress=progress)
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_int
 from ..metrics import metric_name, pairwise_distances
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
 from ._em_base import ExponentialEmbeddingMechanism
@@ -63,7 +64,10 @@ class KnnTEM(ExponentialEmbeddingMechanism):
         :class:`~deniable.embeddings.Embedding`, ε > 0 per unit of distance, and the metric
         (``"euclidean"`` by default).
     k
-        Candidate-list size (k ≥ |W| gives the untruncated exponential mechanism, i.e. SanText).
+        Candidate-list size, which defines the distribution (k ≥ |W| gives the untruncated
+        exponential mechanism, i.e. SanText). Not a speed setting: the nearest-words table it
+        reads is TEM's cached one, with at least 128 words per row (TEM's and SanText's
+        ``precomputed_neighbors`` default).
     cache_dir
         Cache folder of the k-nearest tables, shared with TEM (``False``: memory only).
     exclude_outputs
@@ -90,7 +94,8 @@ class KnnTEM(ExponentialEmbeddingMechanism):
         cache_dir: str | os.PathLike[str] | bool | None = None,
         exclude_outputs: Any = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
+        super().__init__(embedding, epsilon=epsilon, metric=metric, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
+        self.k = check_int("k", k, minimum=1)  # the candidate-list size: it defines the distribution
 
     @property
     def _kk(self) -> int:

@@ -25,7 +25,7 @@ from .._validation import check_unit_interval
 from ..embeddings.embedding import UNK_ID
 from ..metrics import MetricSpace, metric_name
 from ..neighbors.neighborhoods import Neighborhoods, embedding_neighborhoods
-from ._em_base import ExponentialEmbeddingMechanism
+from ._em_base import PRECOMPUTED_NEIGHBORS, ExponentialEmbeddingMechanism, precomputed_neighbors_param
 from ._exclude import restrict_neighborhoods
 from ._exponential import ExponentialSampler, subset_knn
 from ._params import metric_text
@@ -43,7 +43,7 @@ class SanText(ExponentialEmbeddingMechanism):
 
     d the Euclidean distance between embedding vectors (Yue et al.; ``metric=`` allows the
     other true metrics TEM accepts). This is TEM without truncation (γ = ∞), and it is sampled
-    exactly by TEM's sampler (k-nearest envelope + rejection, see
+    exactly by TEM's sampler (nearest-words envelope + rejection, see
     :mod:`deniable.mechanisms._exponential`), fast at every ε.
 
     **Guarantee**: ε·d-privacy, P[M(x)=y] ≤ exp(ε·d(x, x'))·P[M(x')=y] for all x, x' in the
@@ -60,9 +60,10 @@ class SanText(ExponentialEmbeddingMechanism):
     metric
         ``"euclidean"`` (the paper's), ``"manhattan"``, ``"chebyshev"``, ``"angular"`` or a
         vectorized metric callable ``f(A, B)``.
-    k
-        Neighbours stored per word for the sampler (ε-independent, cached on disk, shared with
-        TEM's cache).
+    precomputed_neighbors
+        Nearest words stored per word for the sampler (default 128; ε-independent, cached on
+        disk, shared with TEM's cache): a speed and memory setting, the output distribution does
+        not depend on it.
     cache_dir
         Cache folder (default ``$DENIABLE_CACHE_DIR`` or ``~/.cache/deniable``); ``False``: memory only.
     exclude_outputs
@@ -70,6 +71,9 @@ class SanText(ExponentialEmbeddingMechanism):
         output set W becomes the remaining words (the normalizer runs over them only; the
         exponential mechanism is ε·d-private for any fixed output set). Every word remains a
         valid input.
+    k
+        Deprecated alias of ``precomputed_neighbors`` (warns with a ``DeprecationWarning``);
+        giving both with different values is an error.
 
     References
     ----------
@@ -79,6 +83,7 @@ class SanText(ExponentialEmbeddingMechanism):
     """
 
     name = "santext"
+    deprecated_params = frozenset({"k"})
 
     # -- targets: the words an input can become ----------------------------------------------
     @property
@@ -108,10 +113,11 @@ class SanText(ExponentialEmbeddingMechanism):
 
     # -- pre-processing ----------------------------------------------------------------------
     def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
-        """Load or build (and cache) the k-nearest table; sampling calls this on first use."""
+        """Load or build (and cache) the nearest-words table (``precomputed_neighbors`` per word);
+        sampling calls this on first use."""
         if self._nb is None or rebuild:
             nb, self.cache_file = embedding_neighborhoods(
-                self.embedding, kind="knn", k=self.k, metric=self.metric, cache_dir=self.cache_dir, progress=progress, rebuild=rebuild
+                self.embedding, kind="knn", k=self.precomputed_neighbors, metric=self.metric, cache_dir=self.cache_dir, progress=progress, rebuild=rebuild
             )
             # with excluded outputs: the same table without them, targets numbered by position among the allowed words
             self._nb = nb if self._exclusion is None else restrict_neighborhoods(nb, self._exclusion)
@@ -165,8 +171,8 @@ class SanTextPlus(SanText):
 
     Parameters
     ----------
-    embedding, epsilon, metric, k, cache_dir
-        As for :class:`SanText`.
+    embedding, epsilon, metric, precomputed_neighbors, cache_dir, k
+        As for :class:`SanText` (``k``: the deprecated alias of ``precomputed_neighbors``).
     w
         Fraction of the corpus's distinct words, least frequent first, that is sensitive (default
         0.9, the authors' README example; their command-line default is 0.5). Used by :meth:`fit`.
@@ -208,11 +214,13 @@ class SanTextPlus(SanText):
         p: float = 0.3,
         sensitive: Sequence[str] | None = None,
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
-        k: int = 128,
+        precomputed_neighbors: int = PRECOMPUTED_NEIGHBORS,
         cache_dir: str | os.PathLike[str] | bool | None = None,
         exclude_outputs: Any = None,
+        k: int | None = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
+        n = precomputed_neighbors_param(type(self).__name__, precomputed_neighbors, k)
+        super().__init__(embedding, epsilon=epsilon, metric=metric, precomputed_neighbors=n, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
         self.w = check_unit_interval("w", w)
         self.p = check_unit_interval("p", p)
         V = self.n_words
@@ -414,7 +422,7 @@ class SanTextPlus(SanText):
             if rebuild and self.cache_file is not None and self.cache_file.exists():
                 self.cache_file.unlink()
             self._nb, self.cache_file = subset_knn(
-                self.embedding, self._targets, self.k, self.metric, cache_dir=self.cache_dir, progress=progress, tag="santext-plus"
+                self.embedding, self._targets, self.precomputed_neighbors, self.metric, cache_dir=self.cache_dir, progress=progress, tag="santext-plus"
             )
             self._sampler = None
         return self._nb

@@ -18,7 +18,7 @@ import numpy as np
 from .._validation import check_int, check_unit_interval
 from ..metrics import metric_name, pairwise_distances
 from ..neighbors.neighborhoods import KnnIds, Neighborhoods, embedding_neighborhoods, row_distances
-from ._em_base import ExponentialEmbeddingMechanism
+from ._em_base import PRECOMPUTED_NEIGHBORS, ExponentialEmbeddingMechanism, precomputed_neighbors_param
 from ._exclude import restrict_neighborhoods, restrict_rows
 from ._exponential import ExponentialSampler, RowSubset, SamplingTables
 from ._params import TEM_METRICS
@@ -26,7 +26,7 @@ from ._params import TEM_METRICS
 __all__ = ["TEM", "theorem3_gamma", "truncation_gamma", "TEM_METRICS"]
 
 #: ``storage="auto"`` keeps distances and per-ε sampling tables in memory up to this many table
-#: entries ((|W|+1)·k; ~40 bytes each while building), and uses the compact ids-only table above.
+#: entries ((|W|+1)·precomputed_neighbors; ~40 bytes each while building), and uses the compact ids-only table above.
 _COMPACT_ENTRIES = 8_000_000
 _COMPACT_ROWS = 256  # rows whose distances are recomputed at once by the compact sampler
 
@@ -78,10 +78,11 @@ class TEM(ExponentialEmbeddingMechanism):
     within distance γ of the input with probability ≥ 1 − β. Note ε·γ/2 does not depend on ε.
 
     **How it samples (exact at every ε).** Pre-processing (ε-independent, cached on disk; see
-    :mod:`deniable.neighbors.neighborhoods`) stores for each word and for UNK its ``k`` nearest
-    words with exact distances, and a bound b_w: every word outside the list is at distance
-    ≥ b_w. Write u_y = exp(−(ε/2)·min(d(w, y), γ)), P_w = the listed words with d ≤ γ, and
-    g = exp(−(ε/2)·min(b_w, γ)). Off the list u_y ≤ g, so for every y ∈ W
+    :mod:`deniable.neighbors.neighborhoods`) stores for each word and for UNK its k nearest
+    words (k = ``precomputed_neighbors``) with exact distances, and a bound b_w: every word
+    outside the list is at distance ≥ b_w. Write u_y = exp(−(ε/2)·min(d(w, y), γ)), P_w = the
+    listed words with d ≤ γ, and g = exp(−(ε/2)·min(b_w, γ)). Off the list u_y ≤ g, so for
+    every y ∈ W
 
         u_y = (u_y − g)⁺·[y ∈ P_w]  +  g·min(1, u_y/g).
 
@@ -103,7 +104,7 @@ class TEM(ExponentialEmbeddingMechanism):
     it is cached per γ and only practical where the neighbourhoods are small (large ε).
 
     **Large vocabularies** (``storage="compact"``, automatic above 8 million table entries, e.g.
-    more than 62,000 words at k = 128): the cache keeps only the neighbour ids (int32, memory-mapped) and
+    more than 62,000 words at ``precomputed_neighbors=128``): the cache keeps only the neighbour ids (int32, memory-mapped) and
     b_w, 4 bytes an entry instead of the 12 of ids plus distances and the 16 more of in-memory
     sampling tables; the build is resumable (see
     :func:`deniable.neighbors.neighborhoods.build_knn_ids`). For each batch the sampler
@@ -124,9 +125,10 @@ class TEM(ExponentialEmbeddingMechanism):
     metric
         ``"euclidean"`` (default), ``"manhattan"``, ``"chebyshev"``, ``"angular"``, or a
         vectorized callable ``f(A, B) -> (len(A), len(B))`` distances, which must be a metric.
-    k
-        Neighbours stored per word for ``neighbors="knn"`` (more: fewer rejection rounds at
-        small ε, larger cache: (|W|+1)·k·12 bytes).
+    precomputed_neighbors
+        Nearest words stored per word for ``neighbors="knn"`` (default 128): a speed and memory
+        setting, the output distribution does not depend on it (more: fewer rejection rounds at
+        small ε, larger cache: (|W|+1)·precomputed_neighbors·12 bytes).
     neighbors
         ``"knn"`` (default) or ``"radius"``.
     cache_dir
@@ -136,12 +138,15 @@ class TEM(ExponentialEmbeddingMechanism):
         Working-set bound of the pre-processing.
     storage
         ``"auto"`` (default), ``"table"`` (distances and sampling tables in memory: fastest
-        sampling, (|W|+1)·k·~28 bytes) or ``"compact"`` (ids only, memory-mapped; ``knn`` only).
+        sampling, (|W|+1)·precomputed_neighbors·~28 bytes) or ``"compact"`` (ids only, memory-mapped; ``knn`` only).
     exclude_outputs
         Words never output (e.g. ``"profanity"``; see :mod:`deniable.mechanisms._exclude`): the
         output set W becomes the remaining words W' (the normalizer runs over W' only; Theorem 2's
         proof holds for any fixed output set), and the derived γ uses |W'| for |W|. Every word
         remains a valid input.
+    k
+        Deprecated alias of ``precomputed_neighbors`` (warns with a ``DeprecationWarning``);
+        giving both with different values is an error.
 
     References
     ----------
@@ -150,6 +155,7 @@ class TEM(ExponentialEmbeddingMechanism):
     """
 
     name = "tem"
+    deprecated_params = frozenset({"k"})
 
     def __init__(
         self,
@@ -159,14 +165,16 @@ class TEM(ExponentialEmbeddingMechanism):
         beta: float = 0.001,
         gamma: float | None = None,
         metric: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "euclidean",
-        k: int = 128,
+        precomputed_neighbors: int = PRECOMPUTED_NEIGHBORS,
         neighbors: str = "knn",
         cache_dir: str | os.PathLike[str] | bool | None = None,
         memory_bytes: int = 64 << 20,
         storage: str = "auto",
         exclude_outputs: Any = None,
+        k: int | None = None,
     ) -> None:
-        super().__init__(embedding, epsilon=epsilon, metric=metric, k=k, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
+        n = precomputed_neighbors_param(type(self).__name__, precomputed_neighbors, k)
+        super().__init__(embedding, epsilon=epsilon, metric=metric, precomputed_neighbors=n, cache_dir=cache_dir, exclude_outputs=exclude_outputs)
         # |W| of Theorem 3 is the number of possible outputs
         self.beta, self.gamma, self._gamma_given = truncation_gamma(self.epsilon, int(self.allowed_output_ids.size), beta, gamma)
         if neighbors not in ("knn", "radius"):
@@ -179,7 +187,7 @@ class TEM(ExponentialEmbeddingMechanism):
             raise ValueError("storage='compact' needs neighbors='knn' (radius tables are stored in full)")
         self._storage_given = storage != "auto"
         if storage == "auto":
-            storage = "compact" if neighbors == "knn" and (self.n_words + 1) * self.k > _COMPACT_ENTRIES else "table"
+            storage = "compact" if neighbors == "knn" and (self.n_words + 1) * self.precomputed_neighbors > _COMPACT_ENTRIES else "table"
         self.storage = storage
         self._nb: Neighborhoods | KnnIds | None = None
         self._tables: SamplingTables | None = None
@@ -214,7 +222,7 @@ class TEM(ExponentialEmbeddingMechanism):
             p["beta"] = self.beta
         p["metric"] = metric_name(self.metric)
         if self.neighbors == "knn":
-            p["k"] = self.k
+            p["precomputed_neighbors"] = self.precomputed_neighbors
         else:
             p["neighbors"] = "radius"
         if self._storage_given:
@@ -226,7 +234,7 @@ class TEM(ExponentialEmbeddingMechanism):
         """Load or build (and cache) the neighbourhood table; sampling calls this on first use.
         A :class:`~deniable.neighbors.neighborhoods.KnnIds` with ``storage="compact"``."""
         if self._nb is None or rebuild:
-            kw: dict[str, Any] = {"k": self.k} if self.neighbors == "knn" else {"gamma": self.gamma}
+            kw: dict[str, Any] = {"k": self.precomputed_neighbors} if self.neighbors == "knn" else {"gamma": self.gamma}
             self._nb, self.cache_file = embedding_neighborhoods(
                 self.embedding,
                 kind=self.neighbors,

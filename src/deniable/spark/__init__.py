@@ -221,7 +221,6 @@ def privatize_column(
         transformation: the work runs when an action (write, count, collect) asks for it.
     """
     _pyspark()
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.functions import pandas_udf
 
@@ -239,16 +238,7 @@ def privatize_column(
         check_user_column(df, user_col)
     elif cap is not None:
         raise ValueError("max_words_per_user caps the words of each user key: give user_col=<user id column>")
-    text_type = _check_column(df, column, "column")
-    if not isinstance(text_type, T.StringType):
-        raise TypeError(f"column {column!r} must be a string column, got {text_type.simpleString()}; cast it with F.col({column!r}).cast('string')")
-    key_type = None
-    if key is not None:
-        key_type = _check_column(df, key, "key column")
-        if not isinstance(key_type, (T.StringType, T.BinaryType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-            raise TypeError(f"key column {key!r} must hold integers, strings or binary, got {key_type.simpleString()}; cast it to a string")
-    if output_col is not None and not isinstance(output_col, str):
-        raise TypeError(f"output_col must be a column name (str), got {type(output_col).__name__}")
+    key_type = _check_text_and_key(df, column, key, output_col)
     randomness = resolve_randomness(
         rng, keyed=key is not None, content_keys=content_keys, release_id=release_id,
         stream=column if stream is None else stream, key_hint="key=<id column>",
@@ -265,23 +255,50 @@ def privatize_column(
     capped = bounds is not None and bounds.allowed is not None
     fn = privatize_udf_function(ship, randomness, oov=oov, case=case, keyed=randomness.keying != CONTENT, over_cap=over_cap if capped else None)
     udf = pandas_udf(fn, T.StringType())  # type: ignore[call-overload]
+    out = df.withColumn(output_col or column, _udf_column(df, udf, column, key, key_type, randomness.keying, bounds))
+    return out if bounds is None else out.drop(*bounds.temporary)
+
+
+def _check_text_and_key(df: Any, column: str, key: str | None, output_col: str | None) -> Any:
+    """Check that ``column`` is a string column, ``key`` (when given) a column of integers, strings
+    or binary keys, and ``output_col`` a name; returns the key column's Spark type (None without
+    a key)."""
+    from pyspark.sql import types as T
+
+    text_type = _check_column(df, column, "column")
+    if not isinstance(text_type, T.StringType):
+        raise TypeError(f"column {column!r} must be a string column, got {text_type.simpleString()}; cast it with F.col({column!r}).cast('string')")
+    key_type = None
+    if key is not None:
+        key_type = _check_column(df, key, "key column")
+        if not isinstance(key_type, (T.StringType, T.BinaryType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+            raise TypeError(f"key column {key!r} must hold integers, strings or binary, got {key_type.simpleString()}; cast it to a string")
+    if output_col is not None and not isinstance(output_col, str):
+        raise TypeError(f"output_col must be a column name (str), got {type(output_col).__name__}")
+    return key_type
+
+
+def _udf_column(df: Any, udf: Any, column: str, key: str | None, key_type: Any, keying: str, bounds: Any) -> Any:
+    """The privatized column: ``udf`` applied to the text, the row's key by ``keying`` (the text
+    itself with content keys, the row's position, or the ``key`` column, which must not be null
+    where the text is not) and, under a cap, the words each row may privatize."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
     text = df[column]
     extra = [df[bounds.allowed]] if bounds is not None and bounds.allowed is not None else []
-    if randomness.keying == CONTENT:
-        result = udf(text, text, *extra) if extra else udf(text)
-    elif randomness.keying == POSITION:
+    if keying == CONTENT:
+        return udf(text, text, *extra) if extra else udf(text)
+    if keying == POSITION:
         # unique per row within this computation: (partition index << 33) + position in the partition
-        result = udf(text, df[bounds.pos] if bounds is not None else F.monotonically_increasing_id(), *extra)
-    else:
-        k = df[key]
-        msg = f"deniable.spark.privatize_column: the key column {key!r} is null in a row whose text is not null; every text needs a key"
-        # null keys are allowed only where the text is null; they become 0 / "" (never used) so
-        # integer keys reach the executors as int64, not float64 with NaN
-        filler = F.lit("" if isinstance(key_type, T.StringType) else (b"" if isinstance(key_type, T.BinaryType) else 0)).cast(key_type)
-        k = F.when(k.isNull() & text.isNotNull(), F.raise_error(F.lit(msg)).cast(key_type)).when(k.isNull(), filler).otherwise(k)
-        result = udf(text, k, *extra)
-    out = df.withColumn(output_col or column, result)
-    return out if bounds is None else out.drop(*bounds.temporary)
+        return udf(text, df[bounds.pos] if bounds is not None else F.monotonically_increasing_id(), *extra)
+    k = df[key]
+    msg = f"deniable.spark.privatize_column: the key column {key!r} is null in a row whose text is not null; every text needs a key"
+    # null keys are allowed only where the text is null; they become 0 / "" (never used) so
+    # integer keys reach the executors as int64, not float64 with NaN
+    filler = F.lit("" if isinstance(key_type, T.StringType) else (b"" if isinstance(key_type, T.BinaryType) else 0)).cast(key_type)
+    k = F.when(k.isNull() & text.isNotNull(), F.raise_error(F.lit(msg)).cast(key_type)).when(k.isNull(), filler).otherwise(k)
+    return udf(text, k, *extra)
 
 
 def count_ngrams(

@@ -1,15 +1,18 @@
-"""The bulk path (ASCII texts on one byte array) equals the per-token path byte for byte.
+"""The bulk path (texts on one UTF-8 byte array) equals the per-token path byte for byte.
 
 ``_privatize_reference`` (one Python string per token) is the oracle: for a seed,
 ``privatize_texts`` must give the same texts, the same ``stats`` and ``privatized_per_text``, and
 hand the mechanism the same ids, on a fuzzed ASCII corpus (every ASCII character, case patterns,
-clitics, digits, underscores, long words, NUL, empty and whitespace-only texts), on mixed batches
-(non-ASCII texts go token by token in the same ``sample_ids`` call) and on real texts, for several
-mechanisms and every ``oov`` and ``case`` setting.
+clitics, digits, underscores, long words, NUL, empty and whitespace-only texts), on a fuzzed
+Unicode corpus (letters with and without combining marks, NFC and NFD forms, case patterns,
+final sigma, emoji with ZWJ, right-to-left scripts, both apostrophes, lone surrogates), around
+every pair of characters, and on real texts, for several mechanisms and every ``oov`` and
+``case`` setting.
 """
 
 import csv
 import gzip
+import unicodedata
 import warnings
 
 import numpy as np
@@ -17,10 +20,10 @@ import pytest
 
 import deniable
 from deniable import Embedding, PrivacyWarning
-from deniable.text import _bulk, privatize_texts, split_words
+from deniable.text import _bulk, _vocab_table, privatize_texts, split_words
 from deniable.text import privatize as privatize_module
 from deniable.text.privatize import ObservedSampler, _privatize_reference
-from deniable.text.tokenize import case_pattern
+from deniable.text.tokenize import CLITICS, case_pattern, clitic_pattern
 
 FRAGMENTS = [
     "'s", "'S", "n't", "N'T", "N't", "'re", "'RE", "'ll", "'ve", "'d", "'m", "'t", "'", "n", "t", "s", "re",
@@ -90,28 +93,66 @@ def small_embedding():
     return deniable.load_embedding(limit=3000)
 
 
-def test_bulk_tokens_are_split_words_tokens():
-    texts = ascii_corpus(2000, seed=3)
+UNICODE_FRAGMENTS = [
+    "'s", "N'T", "\u2019s", "\u2019S", "\u2019RE", "n\u2019t", "N\u2019T", "\u2019ll", "\u2019", "\u2018", "n", "t", "s", " ", "\n", "\u00a0", "\u3000",
+    "\u2014", "\u201c", "\u201d", "\u2026", "caf\u00e9", "Caf\u00e9", "CAF\u00c9", "cafe\u0301", "\u00c9t\u00e9", "na\u00efve", "NA\u00cfVE",
+    "\u039f\u0394\u039f\u03a3", "\u03bf\u03b4\u03bf\u03c2", "\u03a3", "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f600", "\u05e9\u05dc\u05d5\u05dd",
+    "\u0627\u0644\u0633\u0644\u0627\u0645", "\u200f", "\u00df", "stra\u00dfe", "STRASSE", "\u0130stanbul", "\u0131", "\ufb01x", "\u01c5", "\u2160", "\u03d2", "\u00bd",
+    "the", "The", "THE", "don", "DON", "NASA", "Paris", "I", "a", "extraordinarily", "Extraordinarily", "$5", "42", "\x00", "\u00e9" * 70,
+]
+
+
+def unicode_corpus(n: int, seed: int = 0, surrogates: bool = False) -> list[str]:
+    """Texts of Unicode characters (Latin, combining marks, Greek, Hebrew, Arabic, punctuation,
+    emoji) and the fragments above, a fifth of them in NFD; with ``surrogates``, some with a lone
+    surrogate."""
+    rng = np.random.default_rng(seed)
+    pool = [*range(0x20, 0x7F), *range(0xA0, 0x250), *range(0x300, 0x370), *range(0x370, 0x400), *range(0x590, 0x600), *range(0x600, 0x650), 0x2019, 0x2018, 0x200D, 0x1F600, 9, 10]
+    texts = []
+    for _ in range(n):
+        k = int(rng.integers(0, 40))
+        t = "".join(chr(int(rng.choice(pool))) if rng.random() < 0.4 else UNICODE_FRAGMENTS[int(rng.integers(len(UNICODE_FRAGMENTS)))] for _ in range(k))
+        if surrogates and rng.random() < 0.03:
+            t += "\ud800"
+        texts.append(unicodedata.normalize("NFD", t) if rng.random() < 0.2 else t)
+    return texts
+
+
+def assert_bulk_tokens(texts):
+    """The bulk tokenizer's tokens, case codes, clitic kinds and non-ASCII tokens equal the
+    per-token path's on ``texts``."""
     batch = _bulk.tokenize(texts)
-    buf = batch.buf.tobytes().decode("ascii")
-    tokens = [buf[a:b] for a, b in zip(batch.starts.tolist(), batch.ends.tolist())]
+    raw = batch.buf.tobytes()
+    tokens = [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(batch.starts.tolist(), batch.ends.tolist())]
     first = np.concatenate(([0], np.cumsum(batch.counts)))
     for i, t in enumerate(texts):
-        assert buf[batch.text_starts[i] : batch.text_ends[i]] == t
+        assert raw[batch.text_starts[i] : batch.text_ends[i]].decode("utf-8", "surrogatepass") == t
         assert tokens[first[i] : first[i + 1]] == split_words(t)[1::2], repr(t)
     codes = _bulk.case_codes(batch)
     assert [("lower", "title", "upper")[c] for c in codes.tolist()] == [case_pattern(w) for w in tokens]
+    is_clitic = [clitic_pattern().fullmatch(w) is not None for w in tokens]
+    assert batch.clitic.tolist() == [(2 if "\u2019" in w else 1) if c else 0 for w, c in zip(tokens, is_clitic)]
+    assert batch.kind.tolist() == [CLITICS.index(w.lower().replace("\u2019", "'")) if c else -1 for w, c in zip(tokens, is_clitic)]
+    assert batch.wide.tolist() == [j for j, w in enumerate(tokens) if not w.isascii()]
+    assert batch.wide_tokens == [w for w in tokens if not w.isascii()]
 
 
-def test_bulk_tokens_around_every_ascii_pair():
-    chars = [chr(c) for c in range(128)]
-    texts = [t for a in chars for b in chars for t in (f"x{a}'{b}s", f"x{a}n'{b}t{a}", f"n{a}'re{b}", f"{a}'s{b}n't", f"{a}{b}'ll")]
-    batch = _bulk.tokenize(texts)
-    buf = batch.buf.tobytes().decode("ascii")
-    tokens = [buf[a:b] for a, b in zip(batch.starts.tolist(), batch.ends.tolist())]
-    first = np.concatenate(([0], np.cumsum(batch.counts)))
-    for i, t in enumerate(texts):
-        assert tokens[first[i] : first[i + 1]] == split_words(t)[1::2], repr(t)
+def test_bulk_tokens_are_split_words_tokens():
+    assert_bulk_tokens(ascii_corpus(2000, seed=3))
+    assert_bulk_tokens(unicode_corpus(2000, seed=3, surrogates=True))
+
+
+def test_bulk_tokens_around_every_pair_of_characters():
+    """Every pair of ASCII characters, and every pair of an ASCII character and a non-ASCII one
+    (apostrophes, letters, a combining mark, spaces, punctuation, emoji, RTL), around clitics
+    written with either apostrophe."""
+    ascii_chars = [chr(c) for c in range(128)]
+    others = ["\u2019", "\u00e9", "\u00c9", "\u0301", "\u00a0", "\u3000", "\U0001f600", "\u200d", "\u03c2", "\u03a3", "\u05d0", "\u200f", "\u201c", "\u2014", "\u0130", "\u00df"]
+    texts = [t for a in ascii_chars for b in ascii_chars for t in (f"x{a}'{b}s", f"x{a}n'{b}t{a}", f"n{a}'re{b}", f"{a}'s{b}n't", f"{a}{b}'ll")]
+    assert_bulk_tokens(texts)
+    pairs = [(a, b) for a in ascii_chars + others for b in others] + [(a, b) for a in others for b in ascii_chars]
+    texts = [t for a, b in pairs for q in ("'", "\u2019") for t in (f"x{a}{q}{b}s", f"x{a}n{q}{b}t{a}", f"n{a}{q}re{b}", f"{a}{q}s{b}n{q}t", f"{a}{b}{q}ll", f"{b}n{q}T{a}")]
+    assert_bulk_tokens(texts)
 
 
 @pytest.mark.parametrize("name", ["custext", "knn_tem", "diffractor", "tem", "brr"])
@@ -122,14 +163,32 @@ def test_fuzzed_ascii_corpus_every_policy(name, small_embedding):
         assert_same(mech, texts, seed, oov, case)
 
 
+@pytest.mark.parametrize("name", ["custext", "knn_tem", "diffractor", "tem", "brr"])
+def test_fuzzed_unicode_corpus_every_policy(name, small_embedding):
+    mech = deniable.get_mechanism(name, epsilon=1.0) if name == "brr" else deniable.get_mechanism(name, small_embedding, epsilon=1.0)
+    texts = unicode_corpus(500, seed=hash(name) % 1000, surrogates=True)
+    assert any("\ud800" in t for t in texts)
+    for seed, (oov, case) in enumerate([(o, c) for o in ("unk", "drop", "keep") for c in ("preserve", "lower")]):
+        assert_same(mech, texts, seed, oov, case)
+
+
+def test_every_pair_of_characters_privatizes_like_the_reference(small_embedding):
+    others = ["\u2019", "\u00e9", "\u00c9", "\u0301", "\u00a0", "\U0001f600", "\u03a3", "\u05d0", "\u201c", "\u0130"]
+    chars = [chr(c) for c in range(128)] + others
+    texts = [t for a in chars for b in others for q in ("'", "\u2019") for t in (f"x{a}{q}{b}s the{b}", f"Don{q}t{a}{b}CAT{q}S", f"{b}{a}{q}re {a}NASA{b}")]
+    mech = deniable.get_mechanism("tem", small_embedding, epsilon=1.0)
+    assert_same(mech, texts, 0)
+    assert_same(mech, texts, 1, "keep", "lower")
+
+
 def test_mixed_batches_keep_text_order_and_one_call(small_embedding):
     mech = deniable.get_mechanism("custext", small_embedding, epsilon=1.0)
     ascii_texts = ascii_corpus(200, seed=5)
-    other = ["caf\u00e9 It\u2019s NA\u00cfVE", "\u00c9t\u00e9 don't", "\u039f\u0394\u039f\u03a3 the CAT", "na\u00efve's"]
+    other = ["caf\u00e9 It\u2019s NA\u00cfVE", "\u00c9t\u00e9 don't \ud800", "\u039f\u0394\u039f\u03a3 the CAT", "na\u00efve's \udfff x"]
     texts = [t for i, a in enumerate(ascii_texts) for t in ([a, other[i % 4]] if i % 7 == 0 else [a])]
     for seed, oov in enumerate(("unk", "drop", "keep")):
         assert_same(mech, texts, seed, oov)
-    assert_same(mech, other, 9)  # no ASCII text: the per-token path
+    assert_same(mech, other, 9)  # no ASCII text
 
 
 def test_cased_vocabulary_long_keys_clitic_tokens_and_non_ascii_outputs():
@@ -140,12 +199,60 @@ def test_cased_vocabulary_long_keys_clitic_tokens_and_non_ascii_outputs():
     rng = np.random.default_rng(0)
     cased = ["The", "the", "cat", "'s", "n't", "do", "caf\u00e9", "Paris", "NASA", "extraordinarily", "Extraordinarily", long_word, "a\x00b"]
     uncased = ["the", "cat", "s", "nt", "'re", "do", "stra\u00dfe", "\u00e9t\u00e9", "\ufb01x", "extraordinarily", long_word, "a\x00b", "\u0131"]
-    texts = ascii_corpus(300, seed=7) + ["The cat's; don't CAT'S Paris paris NASA nasa EXTRAORDINARILY Extraordinarily " + long_word + " " + long_word.upper() + " a\x00b A\x00B"] * 5
+    texts = ascii_corpus(300, seed=7) + unicode_corpus(200, seed=7) + ["The cat's; don't CAT'S Paris paris NASA nasa EXTRAORDINARILY Extraordinarily " + long_word + " " + long_word.upper() + " a\x00b A\x00B"] * 5
+    texts += ["caf\u00e9 Caf\u00e9 cafe\u0301 CAF\u00c9 STRA\u00dfE stra\u00dfe \u00e9t\u00e9 \u00c9T\u00c9 \ufb01x \u0130 \u0131 it\u2019s DON\u2019T"] * 5
     for words in (cased, uncased):
         emb = Embedding(words, rng.standard_normal((len(words), 4)).astype(np.float32))
         mech = deniable.get_mechanism("tem", emb, epsilon=0.5)
         for seed, (oov, case) in enumerate([(o, c) for o in ("unk", "drop", "keep") for c in ("preserve", "lower")]):
             assert_same(mech, texts, seed, oov, case)
+
+
+def test_vocabularies_without_ascii_keys_and_without_packed_spans(monkeypatch):
+    """A vocabulary of non-ASCII words only (every look-up one by one, every output rendered),
+    and the output path that reads word starts and lengths separately."""
+    words = ["caf\u00e9", "\u00e9t\u00e9", "na\u00efve", "\u03bf\u03b4\u03bf\u03c2", "stra\u00dfe"]
+    emb = Embedding(words, np.random.default_rng(2).standard_normal((len(words), 4)).astype(np.float32))
+    texts = unicode_corpus(150, seed=11) + ["CAF\u00c9 cafe\u0301 \u00c9t\u00e9 the cat"] * 5
+    for seed, oov in enumerate(("unk", "drop", "keep")):
+        assert_same(deniable.get_mechanism("tem", emb, epsilon=1.0), texts, seed, oov)
+    emb = deniable.load_embedding(limit=500)
+    monkeypatch.setattr(_vocab_table.vocab_table(emb), "word_span", None)
+    assert_same(deniable.get_mechanism("tem", emb, epsilon=1.0), ascii_corpus(200, seed=12) + unicode_corpus(100, seed=12), 0)
+
+
+def test_clitic_places_in_small_and_large_batches(small_embedding):
+    """A clitic's place gets the sampled word after a space, or as a clitic: from all of the
+    vocabulary's bytes (a large batch) or from those of the words used (a small one)."""
+    mech = deniable.get_mechanism("custext", small_embedding, epsilon=0.5)
+    text = "It's the cat's; don't CAT'S it\u2019s DON\u2019T we'll I'M They'RE Bob's"
+    table = _vocab_table.vocab_table(small_embedding)
+    for texts in ([text], [text] * 2000):
+        assert (table.word_bytes.size > 4 * len(" ".join(texts))) == (len(texts) == 1)
+        for seed in range(5):
+            assert_same(mech, texts, seed)
+            assert_same(mech, texts, seed, "drop", "lower")
+
+
+def test_long_keys_sharing_a_hash_never_take_another_words_id(monkeypatch):
+    """Long keys are found by a 64-bit hash of their bytes, then compared byte for byte. With a
+    weak hash (the first 8 bytes), keys collide with each other (they are looked up one by one)
+    and with other tokens (the comparison rejects them); the control shows that the hash alone
+    would have given a wrong id."""
+    monkeypatch.setattr(_vocab_table, "row_hash", lambda columns: columns[0] | np.uint64(1))
+    words = ["the", "extraordinary", "extraordinarily", "internationally", "characteristic", "a" * 70, "cat"]
+    emb = Embedding(words, np.random.default_rng(1).standard_normal((len(words), 4)).astype(np.float32))
+    table = _vocab_table.vocab_table(emb)
+    assert table.shared_hashes.size == 1 and table.one_by_one
+    texts = ["Extraordinary extraordinarily internationalist INTERNATIONALLY characteristics characteristic " + "A" * 70 + " " + "a" * 71 + " the"] * 40
+    batch = _bulk.tokenize(texts)
+    tokens = [t.lower() for t in split_words(texts[0])[1::2]] * 40
+    assert _bulk.lookup(table, batch, lower=True).tolist() == emb.ids_of(tokens).tolist()
+    assert_same(deniable.get_mechanism("tem", emb, epsilon=1.0), texts, 0)
+    # control: without the comparison, "internationalist" would be "internationally"
+    columns = list(_vocab_table.pack_keys([b"internationalist"], table.width).T)
+    assert table.long_ids[table.long.find(_vocab_table.row_hash(columns))[0]] == words.index("internationally")
+    assert table.find_long(columns)[0].tolist() == [-1]
 
 
 @pytest.mark.parametrize("name", ["custext", "diffractor", "santext"])
@@ -175,10 +282,24 @@ def test_the_bulk_path_is_taken_and_its_table_is_kept_with_the_vocabulary(small_
 
     monkeypatch.setattr(privatize_module, "_privatize_reference", fail)
     assert privatize_texts(mech, ["The cat sat."], rng=0) == expected
-    assert _bulk.vocab_table(small_embedding) is _bulk._TABLES[small_embedding]
+    assert _bulk.vocab_table(small_embedding) is _vocab_table._TABLES[small_embedding]
     assert vars(mech).keys() == before.keys()
     with pytest.raises(AssertionError, match="per-token"):  # token_outputs: the per-token path
         privatize_texts(mech, ["The cat sat."], rng=0, token_outputs=[])
+
+
+def test_every_text_of_a_large_batch_takes_the_bulk_path(small_embedding, monkeypatch):
+    """Control for the Unicode tests: no text of a batch is split token by token, not even one
+    with a lone surrogate."""
+    mech = deniable.get_mechanism("custext", small_embedding, epsilon=1.0)
+    texts = ["caf\u00e9 It\u2019s NA\u00cfVE \U0001f600", "\u039f\u0394\u039f\u03a3 the CAT", "bad \ud800 text"]
+    expected = _privatize_reference(mech, texts, rng=0)
+    split = []
+    monkeypatch.setattr(privatize_module, "split_words", lambda t: split.append(t) or split_words(t))
+    assert privatize_texts(mech, texts, rng=0) == expected
+    assert split == []
+    assert privatize_texts(mech, texts, rng=0, token_outputs=[]) == expected  # the per-token path
+    assert split == texts
 
 
 def test_a_different_sample_is_detected(small_embedding):

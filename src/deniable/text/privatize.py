@@ -212,9 +212,9 @@ def privatize_texts(
     text, position by position (``""`` for a dropped word; a clitic's output may start with a
     space), for callers that show which words changed.
 
-    ASCII texts of a batch of at least :data:`BULK_MIN_CHARS` characters are tokenized, looked up,
-    cased and joined with numpy on bytes, with the same result as the per-token path (used for
-    the other texts, and for every text when ``token_outputs`` is given).
+    A batch of at least :data:`BULK_MIN_CHARS` characters is tokenized, looked up, cased and
+    joined with numpy on its UTF-8 bytes, with the same result as the per-token path (used for
+    smaller batches, and whenever ``token_outputs`` is given).
     """
     check_oov(oov)
     check_case(case)
@@ -223,14 +223,12 @@ def privatize_texts(
         if not isinstance(t, str):
             raise TypeError(f"texts must be strings, got {type(t).__name__}")
     table = _bulk.vocab_table(mechanism.vocabulary) if token_outputs is None and texts else None
-    if table is not None:
-        ascii_idx = [i for i, t in enumerate(texts) if t.isascii()]
-        if ascii_idx and sum(len(texts[i]) for i in ascii_idx) >= BULK_MIN_CHARS:
-            return _privatize_bulk(mechanism, texts, table, ascii_idx, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
+    if table is not None and sum(map(len, texts)) >= BULK_MIN_CHARS:
+        return _privatize_bulk(mechanism, texts, table, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
     return _privatize_reference(mechanism, texts, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text, token_outputs=token_outputs, stacklevel=4)
 
 
-#: Total characters of a batch's ASCII texts from which they take the bulk path (below it the
+#: Total characters of a batch's texts from which they take the bulk path (below it the
 #: per-token path is as fast).
 BULK_MIN_CHARS = 4000
 
@@ -295,7 +293,6 @@ def _privatize_bulk(
     mechanism: WordSampler,
     texts: list[str],
     table: _bulk.VocabTable,
-    ascii_idx: list[int],
     *,
     rng: RNGLike,
     oov: str,
@@ -303,73 +300,19 @@ def _privatize_bulk(
     stats: dict[str, int] | None,
     privatized_per_text: list[int] | None,
 ) -> list[str]:
-    """:func:`privatize_texts` with the texts ``ascii_idx`` on the bulk path
-    (:mod:`deniable.text._bulk`) and the others token by token: one ``sample_ids`` call on the
-    ids of all words in text order, as :func:`_privatize_reference` makes it."""
+    """:func:`privatize_texts` on the bulk path (:mod:`deniable.text._bulk`): one ``sample_ids``
+    call on the ids of all words in text order, as :func:`_privatize_reference` makes it."""
     gen = as_generator(rng)
     vocab = mechanism.vocabulary
     preserve = bool(vocab.uncased) and case == "preserve"
-    batch = _bulk.tokenize([texts[i] for i in ascii_idx])
+    batch = _bulk.tokenize(texts)
     ids = _bulk.lookup(table, batch, lower=bool(vocab.uncased))
-    codes = (_bulk.case_codes(batch) if preserve else np.zeros(batch.starts.size, dtype=np.int64)) + len(_CASES) * batch.clitic
-    other_idx = [i for i, t in enumerate(texts) if not t.isascii()]
-    parts_list = [split_words(texts[i]) for i in other_idx]
-    words = [w for parts in parts_list for w in parts[1::2]]
-    counts = np.zeros(len(texts), dtype=np.int64)
-    counts[ascii_idx] = batch.counts
-    pos_b = pos_o = np.arange(batch.starts.size)
-    if words:
-        ids_o, codes_o = _ids_and_codes_of_tokens(vocab, words, preserve_case=preserve)
-        counts[other_idx] = [len(p) // 2 for p in parts_list]
-        pos_b, pos_o = _positions(counts, ascii_idx), _positions(counts, other_idx)
-        merged = np.empty(len(ids) + len(ids_o), dtype=np.int64)
-        merged[pos_b], merged[pos_o] = ids, ids_o
-        ids = merged
-    chosen, sample, own = _sample_batch(mechanism, ids, counts, gen=gen, oov=oov, stats=stats, privatized_per_text=privatized_per_text, stacklevel=4)
+    cases = _bulk.case_codes(batch) if preserve else np.zeros(batch.starts.size, dtype=np.int64)
+    chosen, sample, own = _sample_batch(mechanism, ids, batch.counts, gen=gen, oov=oov, stats=stats, privatized_per_text=privatized_per_text, stacklevel=4)
     if not len(ids):
         return list(texts)
-    result = list(texts)
-    keep = oov == "keep"
-    outs = _bulk.assemble(table, batch, chosen[pos_b], sample[pos_b], codes, keep=keep, words=vocab.words, render=render, n_cases=len(_CASES))
-    for i, t in zip(ascii_idx, outs):
-        result[i] = t
-    if words:
-        out = np.array(words, dtype=object) if keep else np.full(len(words), "", dtype=object)
-        s_o = sample[pos_o]
-        if s_o.any():
-            out[s_o] = _output_strings(vocab.words, chosen[pos_o][s_o], codes_o[s_o])
-        for i, t in zip(other_idx, _join_parts(parts_list, out.tolist())):
-            result[i] = t
+    result = _bulk.assemble(table, batch, chosen, sample, cases, keep=oov == "keep", words=vocab.words, render=render, n_cases=len(_CASES))
     _record(own, stats)
-    return result
-
-
-def _positions(counts: np.ndarray, texts: list[int]) -> np.ndarray:
-    """Where the tokens of ``texts`` (in order) lie among the tokens of all texts (``counts``
-    tokens each, in text order)."""
-    first = np.cumsum(counts) - counts
-    mine = counts[texts]
-    return np.repeat(first[texts] - (np.cumsum(mine) - mine), mine) + np.arange(int(mine.sum()))
-
-
-def _ids_and_codes_of_tokens(vocab: Any, words: list[str], *, preserve_case: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Ids and codes (:func:`_ids_and_codes`) of every token, computed once per distinct token."""
-    distinct = list(dict.fromkeys(words))
-    distinct_ids, distinct_codes = _ids_and_codes(vocab, distinct, preserve_case=preserve_case)
-    packed_of = dict(zip(distinct, ((distinct_ids + 1) * _N_CODES + distinct_codes).tolist()))
-    packed = np.fromiter(itemgetter(*words)(packed_of) if len(words) > 1 else (packed_of[words[0]],), dtype=np.int64, count=len(words))
-    return packed // _N_CODES - 1, packed % _N_CODES
-
-
-def _join_parts(parts_list: list[list[str]], out_words: list[str]) -> list[str]:
-    """Each text's separators with its tokens' outputs (in order, all texts) between them."""
-    result, k = [], 0
-    for parts in parts_list:
-        n = len(parts) // 2
-        if n:
-            parts[1::2] = out_words[k : k + n]
-            k += n
-        result.append("".join(parts))
     return result
 
 
@@ -461,11 +404,15 @@ def _sample_batch(
     if oov == "keep" and n_unknown:
         warnings.warn(f"oov='keep': {n_unknown} out-of-vocabulary word(s) were emitted verbatim, without privacy", PrivacyWarning, stacklevel=stacklevel + 1)
     sample = ~unknown if oov != "unk" else np.ones(n, dtype=bool)
+    n_sampled = n - n_unknown if oov != "unk" else n
     if privatized_per_text is not None:
         owner = np.repeat(np.arange(per_text.size), per_text)
         privatized_per_text.extend(np.bincount(owner[sample], minlength=per_text.size).tolist())
     chosen = np.zeros(n, dtype=np.int64)
-    if sample.any():
+    if n and n_sampled == n:  # every token (oov="unk", or no unknown word): no copy
+        chosen = sampled = np.asarray(mechanism.sample_ids(ids, rng=gen), dtype=np.int64)
+        own["changed"] = int(((sampled != ids) & ~unknown).sum())
+    elif n_sampled:
         src = ids[sample]
         chosen[sample] = sampled = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
         own["changed"] = int(((sampled != src) & (src >= 0)).sum())

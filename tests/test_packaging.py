@@ -23,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "Makefile")
 COPIED_DIRS = ("src", "docs", "examples", "benchmarks", "scripts", "tests")
-JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
+JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis", ".venvs")
 
 SDIST_REQUIRED = [
     "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "PKG-INFO",

@@ -1,17 +1,18 @@
 """Speed of ``deniable privatize --workers 2`` against ``--workers 1`` on a large real file.
 
-Question: on this machine, how much faster is the command line when the text work (tokenize,
-look up, rebuild the texts) runs in worker processes while the main process reads, samples and
-writes? For each mechanism, the same command with ``--workers 1`` and ``--workers 2`` in
-subprocesses, interleaved (round after round, both worker counts once per round), wall time end
-to end (interpreter start, embedding load and the workers' start included); the speed-up is
-the ratio of the two medians of the same run. Each run's output is compared byte for byte with
-the ``--workers 1`` output of the same mechanism (it must be identical: same seed). The load
-average is recorded before every run.
+Question: on this machine, how much faster is the command line when worker processes privatize
+whole batches (tokenize, look up, sample, rebuild; forked from the main process after the
+mechanism is built) while the main process reads and writes? For each mechanism, the same
+command with ``--workers 1`` and ``--workers 2`` in subprocesses, interleaved (round after round,
+both worker counts once per round), wall time end to end (interpreter start, embedding load and
+the workers' start included); the speed-up is the ratio of the two medians of the same run. Each
+run's output is compared byte for byte with the ``--workers 1`` output of the same mechanism (it
+must be identical: same seed). The load average is recorded before every run.
 
 CPU seconds are recorded too: the command runs in a small driver (this file with ``--drive``)
 that reads, when the run ends, its own CPU time and that of each worker process
-(``/proc/PID/stat``; the workers' share includes the process they fork from). On a busy machine wall time says what a user gets now; the CPU times say
+(``/proc/PID/stat``; with text-only workers, the workers' share includes the forkserver they
+start from). On a busy machine wall time says what a user gets now; the CPU times say
 what the work costs. On idle cores a ``--workers 2`` run takes at least its critical path, the
 largest CPU time of one of its processes (the others run beside it), so ``--workers 1`` CPU time
 ÷ that critical path bounds its speed-up there (``idle_core_bound``; an upper bound: waiting
@@ -83,9 +84,12 @@ def _drive(cpu_file: str, argv: list[str]) -> None:
 
     workers: list[float] = []
     server: list[float] = []
+    modes: list[str] = []
     close = text.ParallelPrivatizer.close
 
     def close_and_count(self: Any) -> None:
+        if self._procs:
+            modes.append(self._started)  # "whole": the workers sample too; "text": the text work only
         workers.extend(_cpu_seconds(p.pid) for p in self._procs if p.is_alive())
         pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
         if self._procs and pid:
@@ -99,7 +103,7 @@ def _drive(cpu_file: str, argv: list[str]) -> None:
         if exc.code:
             raise
     finally:
-        Path(cpu_file).write_text(json.dumps({"main": time.process_time(), "workers": workers, "forkserver": sum(server)}))
+        Path(cpu_file).write_text(json.dumps({"main": time.process_time(), "workers": workers, "forkserver": sum(server), "mode": ",".join(modes)}))
 
 
 def _run(src: Path, out: Path, name: str, epsilon: float, workers: int) -> dict[str, Any]:
@@ -114,7 +118,7 @@ def _run(src: Path, out: Path, name: str, epsilon: float, workers: int) -> dict[
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
     cpu = json.loads(cpu_file.read_text())
     summary = next((ln for ln in r.stderr.splitlines() if " words, " in ln), "")
-    return {"seconds": wall, "cpu_main": cpu["main"], "cpu_workers": cpu["workers"], "cpu_forkserver": cpu["forkserver"], "sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "summary": summary}
+    return {"seconds": wall, "cpu_main": cpu["main"], "cpu_workers": cpu["workers"], "cpu_forkserver": cpu["forkserver"], "worker_mode": cpu["mode"], "sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "summary": summary}
 
 
 def main() -> None:

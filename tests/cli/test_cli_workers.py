@@ -133,6 +133,7 @@ def test_auto_starts_workers_only_for_large_inputs(corpus, spy, monkeypatch):
     assert privatize(emb, src, tmp / "auto.txt", "tem", "auto").exit_code == 0
     assert not spy  # 130 kB: below AUTO_MIN_CHARS
     monkeypatch.setattr(parallel, "AUTO_MIN_CHARS", 50_000)
+    monkeypatch.setattr(parallel, "AUTO_MIN_CHARS_WHOLE", 50_000)  # workers that sample (forked), or the text work only
     assert privatize(emb, src, tmp / "auto2.txt", "tem", "auto").exit_code == 0
     assert len(spy) == 3 and (tmp / "auto.txt").read_bytes() == (tmp / "auto2.txt").read_bytes()
     text = src.read_text(encoding="utf-8")  # stdin: the first 50,000 characters in this process, then the workers

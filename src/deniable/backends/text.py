@@ -14,9 +14,11 @@ byte-identical to the serial call, and so are the privacy properties (same token
 and case rules: the workers run the same code).
 
 For a stream of batches (the command line's ``--workers``), :meth:`ParallelPrivatizer.privatize_batches`
-gives each worker a group of consecutive batches instead, several groups in flight: this process
-samples every batch in order, one ``sample_ids`` call each with one generator, while the workers
-tokenize and rebuild other batches and the caller reads and writes. Its output is that of one
+gives each worker a group of consecutive batches instead, several groups in flight. With
+:class:`BatchStreams` (one random stream per batch, spawned from the seed) each worker runs the
+whole pipeline, sampling included, on its batches, forked from this process so that the built
+mechanism is shared; the torch backend, and platforms where forking is unsafe, keep the mode
+where this process samples every batch in order. Either way the output is that of one
 ``privatize_texts`` call per batch, in order, whatever the number of workers.
 """
 
@@ -39,20 +41,25 @@ from .._rng import RNGLike, as_generator
 from .._validation import check_int
 from ..errors import PrivacyWarning
 from ..text.privatize import check_case, check_oov, privatize_texts
+from ._text_fork import BatchStreams, fork_refusal, run_whole, unwrap, warm_up, whole_worker
 from ._text_worker import worker_main
 
-__all__ = ["ParallelPrivatizer", "privatize_parallel", "shared_privatizer", "default_workers", "auto_workers", "AUTO_MIN_CHARS", "AUTO_MIN_CORES", "GROUP_CHARS"]
+__all__ = ["ParallelPrivatizer", "BatchStreams", "fork_refusal", "privatize_parallel", "shared_privatizer", "default_workers", "auto_workers",
+           "AUTO_MIN_CHARS", "AUTO_MIN_CHARS_WHOLE", "AUTO_MIN_CORES", "GROUP_CHARS"]
 
 B = TypeVar("B")
 
-#: ``workers="auto"`` starts worker processes for inputs of at least this many characters (about
-#: 5.5 million words of English): the text work of a smaller input (about 0.05 µs of CPU per
-#: character) saves less than starting the workers costs (about half a second; both measured
-#: in docs/results/text_speed.md).
+#: ``workers="auto"`` starts text-only worker processes (this process samples) for inputs of at
+#: least this many characters (about 5.5 million words of English): the text work of a smaller
+#: input (about 0.05 µs of CPU per character) saves less than starting the workers costs (about
+#: half a second; both measured in docs/results/text_speed.md).
 AUTO_MIN_CHARS = 32_000_000
+#: ... and workers that sample too (forked: they start in milliseconds, and sampling is most of
+#: the work) for inputs of at least this many characters (about 700,000 words).
+AUTO_MIN_CHARS_WHOLE = 4_000_000
 #: ... and only on machines with at least this many CPU cores: with fewer, the workers compete
-#: with the main process (which reads, samples and writes) for the same cores
-#: (docs/results/text_speed.md: on two busy cores ``--workers 2`` was slower).
+#: with the main process (which reads and writes) and with other jobs for the same cores
+#: (docs/results/text_speed.md: on two cores, one of them busy, ``--workers 2`` was slower).
 AUTO_MIN_CORES = 4
 #: Characters of text a worker gets at once from :meth:`ParallelPrivatizer.privatize_batches`.
 GROUP_CHARS = 1 << 19
@@ -68,20 +75,24 @@ def _cores() -> int:
 
 
 def default_workers() -> int:
-    """One worker per CPU core but one (the main process samples), at least 1, at most 32."""
+    """One worker per CPU core but one (the main process reads and writes, and samples unless the
+    workers do), at least 1, at most 32."""
     return max(1, min(32, _cores() - 1))
 
 
-def auto_workers(chars: int | None) -> tuple[int, int]:
+def auto_workers(chars: int | None, *, whole: bool = False) -> tuple[int, int]:
     """``(workers, serial_chars)`` for ``workers="auto"`` on an input of ``chars`` characters
     (None: unknown, e.g. a stream): :func:`default_workers` when the machine has
-    :data:`AUTO_MIN_CORES` CPU cores or more and the input has at least :data:`AUTO_MIN_CHARS`,
-    else 1 (everything in this process). ``serial_chars``: for an input of unknown size, the characters to privatize in this
-    process before the workers start (see :meth:`ParallelPrivatizer.privatize_batches`)."""
+    :data:`AUTO_MIN_CORES` CPU cores or more and the input has at least :data:`AUTO_MIN_CHARS`
+    (``whole``: workers that sample too, see :func:`fork_refusal`: :data:`AUTO_MIN_CHARS_WHOLE`),
+    else 1 (everything in this process). ``serial_chars``: for an input of unknown size, the
+    characters to privatize in this process before text-only workers start (see
+    :meth:`ParallelPrivatizer.privatize_batches`); workers that sample start at once."""
     cores = _cores()
-    if cores < AUTO_MIN_CORES or (chars is not None and chars < AUTO_MIN_CHARS):
+    least = AUTO_MIN_CHARS_WHOLE if whole else AUTO_MIN_CHARS
+    if cores < AUTO_MIN_CORES or (chars is not None and chars < least):
         return 1, 0
-    return default_workers(), (AUTO_MIN_CHARS if chars is None else 0)
+    return default_workers(), (AUTO_MIN_CHARS if chars is None and not whole else 0)
 
 
 class ParallelPrivatizer:
@@ -89,10 +100,11 @@ class ParallelPrivatizer:
 
     Drop-in for :func:`deniable.text.privatize_texts`: :meth:`privatize_texts` takes the same
     arguments and, for the same ``rng``, returns the same strings (one batch split over the
-    workers). :meth:`privatize_batches` privatizes a stream of batches, one worker per batch and
-    several batches in flight, so that reading, sampling and writing in this process overlap the
-    workers' text work; its output is that of one ``privatize_texts`` call per batch. Use it as a
-    context manager (or call :meth:`close`) to stop the workers.
+    workers). :meth:`privatize_batches` privatizes a stream of batches, groups of consecutive
+    batches in the workers and several in flight, so that reading and writing in this process
+    overlap the workers' work (with :class:`BatchStreams`, forked workers that sample too; else the
+    text work, this process sampling); its output is that of one ``privatize_texts`` call per
+    batch. Use it as a context manager (or call :meth:`close`) to stop the workers.
 
     Guarantee: that of ``mechanism`` (the workers run the library's own tokenizer and text rules;
     only ``mechanism.sample_ids`` chooses output words).
@@ -136,19 +148,39 @@ class ParallelPrivatizer:
         self._conns: list[Any] = []
         self._procs: list[Any] = []
         self._in_flight = False  # a privatize_batches stream has batches in the workers
+        self._mode = "text"  # what the next workers started do: "text" (text work only) or "whole" (forked, everything)
+        self._started = ""  # the mode of the running workers
 
     # -- worker pool ---------------------------------------------------------------------------
     def _start(self) -> None:
-        if self._procs:
+        if self._procs and self._started == self._mode:
             return
-        words = list(self.mechanism.vocabulary.words)
+        self.close()
+        if self._mode == "whole":  # forked from this process: the built mechanism is shared, not rebuilt
+            ctx: Any = multiprocessing.get_context("fork")
+            base, observers = unwrap(self.mechanism)
+            warm_up(base)
+        else:
+            ctx, words = self._ctx, list(self.mechanism.vocabulary.words)
         for _ in range(self.workers):
-            parent, child = self._ctx.Pipe()
-            p = self._ctx.Process(target=worker_main, args=(child, words), daemon=True)
+            parent, child = ctx.Pipe()
+            args = (child, list(self._conns), base, bool(observers), max(1, _cores() // self.workers)) if self._mode == "whole" else (child, words)
+            p = ctx.Process(target=whole_worker if self._mode == "whole" else worker_main, args=args, daemon=True)
             p.start()
             child.close()
             self._conns.append(parent)
             self._procs.append(p)
+        self._started = self._mode
+
+    def start(self, *, whole: bool = True) -> str:
+        """Start the worker processes now instead of at the first batch, e.g. before threads start
+        in this process (which rule out forking); returns what they do: ``"whole"`` (the whole
+        pipeline, for :meth:`privatize_batches` with :class:`BatchStreams`; only where
+        :func:`fork_refusal` allows it and ``whole`` is true) or ``"text"`` (the text work)."""
+        if self.workers > 1:
+            self._mode = "whole" if whole and fork_refusal(self.mechanism) is None else "text"
+            self._start()
+        return self._started
 
     def close(self) -> None:
         """Stop the worker processes (idempotent); at once when a :meth:`privatize_batches`
@@ -169,7 +201,7 @@ class ParallelPrivatizer:
                 p.join(timeout=5)
         for c in self._conns:
             c.close()
-        self._conns, self._procs = [], []
+        self._conns, self._procs, self._started = [], [], ""
 
     def _abort(self) -> None:
         """Stop the workers at once (they may be mid-batch); the next batch starts new ones."""
@@ -223,6 +255,7 @@ class ParallelPrivatizer:
         shards = self._shards(texts) if self.workers > 1 and a["token_outputs"] is None else [(0, len(texts))]
         if len(shards) <= 1:
             return privatize_texts(self.mechanism, texts, **options)
+        self._mode = "text"
         self._start()
         try:
             return self._run(texts, shards, a["rng"], a["oov"], a["case"], a["stats"], a["privatized_per_text"])
@@ -231,59 +264,77 @@ class ParallelPrivatizer:
             raise
 
     def privatize_batches(
-        self, batches: Iterable[B], *, texts_of: Callable[[B], Sequence[str]] | None = None, rng: RNGLike = None, counts: bool = False,
+        self, batches: Iterable[B], *, texts_of: Callable[[B], Sequence[str]] | None = None, rng: RNGLike | BatchStreams = None, counts: bool = False,
         serial_chars: int = 0, **options: Any,
     ) -> Iterator[tuple[B, list[str], list[int] | None]]:
         """Privatize a stream of batches; yields ``(batch, output texts, counts)`` in order.
 
-        Each batch's output is that of ``privatize_texts(mechanism, texts_of(batch), rng=gen,
-        **options)`` called on the batches in turn with one generator ``gen = as_generator(rng)``,
-        whatever the number of workers: the workers tokenize and rebuild the texts (one batch
-        each, up to ``workers`` batches in flight) and this process samples every batch, in order,
-        with one ``mechanism.sample_ids`` call, while the caller reads the next batches and
-        writes the previous ones.
+        With ``rng`` a :class:`BatchStreams`, batch ``i`` (counted from 0) is
+        ``privatize_texts(mechanism, texts_of(batch), rng=rng(i), **options)``: its output
+        depends only on the seed, ``i`` and its texts, so it is the same whatever the number of
+        workers, and each worker runs the whole pipeline (tokenize, look up, sample, rebuild) on
+        its batches where :func:`fork_refusal` allows (workers forked from this process, sharing
+        the built mechanism), else the workers do the text work and this process samples.
+        Otherwise (an int seed, a Generator, ...) the batches draw in turn from one generator
+        ``gen = as_generator(rng)``: the workers tokenize and rebuild, this process samples
+        every batch in order with one ``mechanism.sample_ids`` call. Either way the output does not
+        depend on the number of workers; a few groups of batches are in flight at once (bounded
+        memory) while the caller reads the next batches and writes the previous ones.
 
         ``texts_of``: a batch's texts (default: the batch is a sequence of texts).
         ``counts=True``: the third item is the batch's ``privatized_per_text`` list (else None).
         ``serial_chars``: privatize batches in this process until this many characters have
         passed, then start the workers (for a stream of unknown size). ``options``: ``oov``,
         ``case`` and ``stats`` (updated in place with every batch's counts), as for
-        :func:`~deniable.text.privatize_texts`. An error stops the workers and is raised here.
+        :func:`~deniable.text.privatize_texts`. The observers of an
+        :class:`~deniable.text.privatize.ObservedSampler` see every batch's ids, in order. An error
+        stops the workers and is raised here.
         """
-        a = _OPTIONS.bind(self.mechanism, (), rng=rng, **options)
+        a = _OPTIONS.bind(self.mechanism, (), rng=None, **options)
         a.apply_defaults()
         oov, case, stats = check_oov(a.arguments["oov"]), check_case(a.arguments["case"]), a.arguments["stats"]
         if a.arguments["privatized_per_text"] is not None or a.arguments["token_outputs"] is not None:
             raise TypeError("privatize_batches gives each batch's privatized_per_text with counts=True; token_outputs is not supported")
-        gen = as_generator(rng)
+        streams = rng if isinstance(rng, BatchStreams) else None
+        if isinstance(rng, BatchStreams):
+            gen_of: Callable[[int], np.random.Generator] = rng
+        else:
+            gen = as_generator(rng)
+            gen_of = lambda i: gen  # noqa: E731 - one generator for every batch
         it = iter(batches)
         texts_of = texts_of or _as_texts
-        if self.workers > 1:
-            seen = 0
-            while seen < serial_chars:
-                batch = next(it, _END)
-                if batch is _END:
-                    return
-                texts = list(texts_of(batch))
-                seen += sum(map(len, texts))
-                per: list[int] | None = [] if counts else None
-                yield batch, privatize_texts(self.mechanism, texts, rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=per), per
-            yield from self._pipeline(it, texts_of, gen, oov, case, stats, counts)
-            return
-        for batch in it:
-            per = [] if counts else None
-            yield batch, privatize_texts(self.mechanism, texts_of(batch), rng=gen, oov=oov, case=case, stats=stats, privatized_per_text=per), per
+        index, seen = 0, 0
+        while self.workers <= 1 or seen < serial_chars:
+            batch = next(it, _END)
+            if batch is _END:
+                return
+            texts = list(texts_of(batch))
+            seen += sum(map(len, texts))
+            per: list[int] | None = [] if counts else None
+            yield batch, privatize_texts(self.mechanism, texts, rng=gen_of(index), oov=oov, case=case, stats=stats, privatized_per_text=per), per
+            index += 1
+        self._mode = "whole" if streams is not None and (self._started == "whole" or fork_refusal(self.mechanism) is None) else "text"
+        if self._mode == "whole":
+            self._start()
+            assert streams is not None
+            yield from run_whole(self, it, texts_of, streams, index, oov, case, stats, counts, _merge, _END)
+        else:
+            yield from self._pipeline(it, texts_of, gen_of, index, oov, case, stats, counts)
 
-    def _pipeline(self, it: Iterator[B], texts_of: Callable[[B], Sequence[str]], gen: np.random.Generator, oov: str, case: str,
+    def _pipeline(self, it: Iterator[B], texts_of: Callable[[B], Sequence[str]], gen_of: Callable[[int], np.random.Generator], first: int, oov: str, case: str,
                   stats: dict[str, int] | None, counts: bool) -> Iterator[tuple[B, list[str], list[int] | None]]:
-        """:meth:`privatize_batches` with the workers: one group of batches per worker, messages
-        handled as they come, every batch sampled in order (a group is sampled once its ids and
-        those of all groups before it have come), batches yielded in order."""
+        """:meth:`privatize_batches` with the text work in the workers: one group of batches per
+        worker, messages handled as they come, every batch sampled in order with ``gen_of`` of its
+        index (a group is sampled once its ids and those of all groups before it have come),
+        batches yielded in order."""
+        self._mode = "text"
         self._start()
         idle = deque(range(len(self._conns)))
         flight: deque[_Slot] = deque()  # the batches given to workers, in order
+        index = first
 
         def fill() -> None:  # every idle worker gets the next group of batches
+            nonlocal index
             while idle:
                 batches, texts, chars = [], [], 0
                 while chars < self.group_chars:
@@ -297,7 +348,8 @@ class ParallelPrivatizer:
                     return
                 w = idle.popleft()
                 self._conns[w].send((texts, oov, case, counts))
-                flight.append(_Slot(w, batches))
+                flight.append(_Slot(w, batches, index))
+                index += len(batches)
 
         self._in_flight = True
         try:
@@ -315,7 +367,8 @@ class ParallelPrivatizer:
                     continue
                 for slot in flight:  # sample, in order, every group whose ids (and all before it) came
                     if slot.ids is not None:
-                        chosen = [None if ids is None else np.asarray(self.mechanism.sample_ids(ids, rng=gen), dtype=np.int64) for ids in slot.ids]
+                        chosen = [None if ids is None else np.asarray(self.mechanism.sample_ids(ids, rng=gen_of(slot.first + k)), dtype=np.int64)
+                                  for k, ids in enumerate(slot.ids)]
                         self._conns[slot.w].send(("chosen", chosen))
                         slot.sampled, slot.ids = True, None
                     elif not slot.sampled and slot.result is None:
@@ -371,10 +424,10 @@ class _Slot:
     """A group of batches given to worker ``w``: their ids once sent (until sampled), then the
     results."""
 
-    __slots__ = ("batches", "ids", "result", "sampled", "w")
+    __slots__ = ("batches", "first", "ids", "result", "sampled", "w")
 
-    def __init__(self, w: int, batches: list[Any]) -> None:
-        self.w, self.batches = w, batches
+    def __init__(self, w: int, batches: list[Any], first: int) -> None:
+        self.w, self.batches, self.first = w, batches, first
         self.ids: list[np.ndarray | None] | None = None
         self.sampled = False
         self.result: Any = None

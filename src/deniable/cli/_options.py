@@ -212,8 +212,8 @@ def workers_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--workers N|auto`` (the command receives ``workers``: an int >= 1 or ``"auto"``)."""
     return click.option(
         "--workers", "workers", type=Workers(), default="auto", show_default=True, metavar="N|auto",
-        help="Processes for the text work (tokenize, look up, rebuild the texts); this process reads, samples and writes. "
-        "auto: one per CPU core but one for inputs of 32 MB or more on a machine with 4 cores or more, else 1 "
-        "(on fewer cores the workers compete with the main process); 1: everything in this process. "
-        "The output is the same for a seed whatever N.",
+        help="Worker processes, each privatizing whole batches (tokenize, look up, sample, rebuild); this process reads and writes "
+        "(with --device, or where forking is unsafe, the workers do the text work and this process samples). "
+        "auto: one per CPU core but one on a machine with 4 cores or more, for inputs of 4 MB or more (32 MB when this process samples), "
+        "else 1; 1: everything in this process. The output is the same for a seed whatever N.",
     )

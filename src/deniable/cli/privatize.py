@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 
-from .._rng import as_generator
 from ..errors import DataError
 from ..mechanisms.registry import available_mechanisms
 from ..reports import RunRecorder, read_examples
@@ -113,30 +111,36 @@ def _fit_corpus(mechanism, path: str | None):
 @contextlib.contextmanager
 def _privatizer(mechanism, workers: int | str, chars: int | None) -> Iterator[Any]:
     """``--workers``: :meth:`ParallelPrivatizer.privatize_batches
-    <deniable.backends.text.ParallelPrivatizer.privatize_batches>` with the text work in
-    ``workers`` processes ("auto": :func:`~deniable.backends.text.auto_workers` of the input's
-    ``chars``; 1: in this process), the workers stopped on exit. The output is the same for a
-    seed whatever the number of workers."""
-    from ..backends.text import ParallelPrivatizer, auto_workers
+    <deniable.backends.text.ParallelPrivatizer.privatize_batches>` in ``workers`` processes
+    ("auto": :func:`~deniable.backends.text.auto_workers` of the input's ``chars`` and of what
+    the workers can do; 1: in this process), each running the whole pipeline on its batches
+    where forking is safe (else the text work only, this process sampling); the workers start
+    now (before a progress bar's thread, which would rule out forking) and stop on exit. With
+    :class:`~deniable.backends.text.BatchStreams` the output is the same for a seed whatever the
+    number of workers."""
+    from ..backends.text import ParallelPrivatizer, auto_workers, fork_refusal
 
     serial_chars = 0
     if workers == "auto":
-        workers, serial_chars = auto_workers(chars)
+        workers, serial_chars = auto_workers(chars, whole=fork_refusal(mechanism) is None)
     pool = ParallelPrivatizer(mechanism, int(workers))
     try:
+        if not serial_chars:
+            pool.start()
         yield functools.partial(pool.privatize_batches, serial_chars=serial_chars)
     finally:
         pool.close()
 
 
 def _process(
-    mechanism, path: str, out, fmt: str, column: str, oov: str, case: str, gen: np.random.Generator, stats: dict[str, int], bar, report: list | None,
+    mechanism, path: str, out, fmt: str, column: str, oov: str, case: str, streams: Any, stats: dict[str, int], bar, report: list | None,
     ledger_counts=None, pool=None,
 ) -> set[str]:
     """Privatize one input into ``out``, batch by batch (bounded memory: long records are
-    processed in pieces, see :mod:`deniable.text.io`), the text work in ``pool``'s worker
-    processes (what :func:`_privatizer` gives; None: in this process); returns the names of the
-    other fields, copied unchanged."""
+    processed in pieces, see :mod:`deniable.text.io`), batch ``i`` drawing from ``streams(i)``
+    (a :class:`~deniable.backends.text.BatchStreams`), in ``pool``'s worker processes (what
+    :func:`_privatizer` gives; None: in this process); returns the names of the other fields,
+    copied unchanged."""
     if pool is None:
         from ..backends.text import ParallelPrivatizer
 
@@ -145,7 +149,7 @@ def _process(
     writer = RecordWriter(out, reader)
     shown = 0
     batches = pool(
-        batch_records(iter(reader)), texts_of=lambda b: [r.text for r in b], rng=gen, oov=oov, case=case, stats=stats,
+        batch_records(iter(reader)), texts_of=lambda b: [r.text for r in b], rng=streams, oov=oov, case=case, stats=stats,
         counts=report is not None or ledger_counts is not None,
     )
     for batch, new, counts in batches:
@@ -231,17 +235,7 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
       deniable privatize data.jsonl --column body -m mahalanobis -e 10 --param lam=0.5
       deniable privatize tickets/ -o tickets_private/ --spark --key id --column body -m madlib -e 10
     """
-    import warnings
-
-    from ..errors import PrivacyWarning
-
-    param_values = parse_params(params)
-    if exclude_outputs is not None:
-        if param_values.get("exclude_outputs", exclude_outputs) != exclude_outputs:
-            raise click.BadParameter("given both as --exclude-outputs and --param exclude_outputs=...; give it once", param_hint="--exclude-outputs")
-        if device is not None:
-            raise click.BadParameter("excluded outputs are supported by the numpy backend; drop --device", param_hint="--exclude-outputs")
-        param_values["exclude_outputs"] = exclude_outputs
+    param_values = _mechanism_params(params, exclude_outputs, device)
     book = LedgerRun.from_options(ledger_path, dataset, max_total, user_column, inputs=inputs, output=output, column=column, fmt=fmt, spark=use_spark or master is not None)
     if fit_path is not None and max_nw is not None:
         raise click.BadParameter("--max-nw chooses epsilon for the unfitted mechanism; with --fit give -e", param_hint="--fit")
@@ -258,6 +252,31 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     for name, value in (("--key", key), ("--release-id", release_id), ("--content-keys", content_keys or None), ("--output-format", output_format), ("--max-words-per-user", max_words_per_user), ("--over-cap", over_cap)):
         if value is not None:
             raise click.BadParameter(f"{name} applies to Spark runs only; add --spark", param_hint=name)
+    targets = _local_targets(inputs, output, fmt)
+    if secure and seed is not None:
+        raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
+    build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
+    mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress, device=device), fit_path)
+    _privatize_local(
+        mech, inputs, targets, fmt=fmt, column=column, oov=oov, case=case, rng="secure" if secure else seed, seed=seed, report=report, privacy_report=privacy_report,
+        report_examples=report_examples, book=book, show_progress=show_progress, workers=workers,
+    )
+
+
+def _mechanism_params(params: tuple[str, ...], exclude_outputs: str | None, device: str | None) -> dict[str, Any]:
+    """``--param`` values, with ``--exclude-outputs`` added (usage errors: exit 2)."""
+    param_values = parse_params(params)
+    if exclude_outputs is not None:
+        if param_values.get("exclude_outputs", exclude_outputs) != exclude_outputs:
+            raise click.BadParameter("given both as --exclude-outputs and --param exclude_outputs=...; give it once", param_hint="--exclude-outputs")
+        if device is not None:
+            raise click.BadParameter("excluded outputs are supported by the numpy backend; drop --device", param_hint="--exclude-outputs")
+        param_values["exclude_outputs"] = exclude_outputs
+    return param_values
+
+
+def _local_targets(inputs: tuple[str, ...], output: str, fmt: str | None) -> list[str]:
+    """The output of each input of a run without Spark (usage errors: exit 2)."""
     if fmt == "parquet":
         raise click.BadParameter("parquet input is read with Spark; add --spark", param_hint="--format")
     dirs = [p for p in inputs if p != "-" and Path(p).is_dir()]
@@ -269,36 +288,43 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         names = [Path(p).name for p in inputs]
         if "-" in inputs or len(set(names)) != len(names):
             raise click.BadParameter("with -o FOLDER, inputs must be files with distinct names", param_hint="INPUTS")
-        targets = [str(Path(output) / n) for n in names]
-    elif output == "-":
-        targets = ["-"] * len(inputs)
-    else:
-        targets = [output]
     if inputs.count("-") > 1:
         raise click.BadParameter("stdin ('-') can be read only once", param_hint="INPUTS")
+    if output != "-" and (len(inputs) > 1 or Path(output).is_dir()):
+        return [str(Path(output) / Path(p).name) for p in inputs]
+    return ["-"] * len(inputs) if output == "-" else [output]
 
-    build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
-    mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress, device=device), fit_path)
+
+def _privatize_local(
+    mech, inputs: tuple[str, ...], targets: list[str], *, fmt: str | None, column: str, oov: str, case: str, rng: Any, seed: int | None, report: bool,
+    privacy_report: str | None, report_examples: int, book: Any, show_progress: bool | None, workers: int | str,
+) -> None:
+    """Privatize each input into its target (one random stream per batch, spawned from ``rng``:
+    input ``j``'s batch ``i`` draws from stream ``(j, i)``, whatever the number of workers), then
+    print the summary and the reports."""
+    import warnings
+
+    from ..backends.text import BatchStreams
+    from ..errors import PrivacyWarning
+
     tracker = SurvivalTracker(mech) if report else None
     recorder = RunRecorder(mech, rng=seed or 0) if privacy_report is not None else None
     observers = [o.observe for o in (tracker, recorder) if o is not None]
     sampler = ObservedSampler(mech, *observers) if observers else mech  # counts what is privatized; mech itself unchanged
-    if secure and seed is not None:
-        raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
-    gen = as_generator("secure" if secure else seed)
+    streams = BatchStreams(rng)
     if book is not None:
         book.precheck(mech, inputs)  # a dataset already at its budget: refused before the run
     stats: dict[str, int] = {}
     docs: list | None = [] if report or privacy_report is not None else None
     total = sum(s for s in (input_size(p) for p in inputs) if s) or None
     disable = None if show_progress is None else not show_progress
-    with progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings(), _privatizer(sampler, workers, total) as pool:
+    with _privatizer(sampler, workers, total) as pool, progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)  # reported once below, as one line
-        for path, target in zip(inputs, targets):
+        for j, (path, target) in enumerate(zip(inputs, targets)):
             kind = fmt or ("txt" if path == "-" else detect_format(path))
             counts = book.tally() if book is not None else None
             with atomic_output(target) as out:
-                others = _process(sampler, path, out, kind, column, oov, case, gen, stats, bar, docs, counts, pool)
+                others = _process(sampler, path, out, kind, column, oov, case, streams.child(j), stats, bar, docs, counts, pool)
                 if book is not None:  # check and append before the output is committed: a refusal leaves none
                     book.commit(mech, path, counts, target)
             if others:
@@ -312,7 +338,7 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     if report and docs is not None:
         for line in report_lines(mech, docs, stats, oov) + (tracker.lines() if tracker is not None else []):
             click.echo(line, err=True)
-    if recorder is not None:  # --privacy-report: after the run, from what the recorder saw
+    if recorder is not None and privacy_report is not None:  # --privacy-report: after the run, from what the recorder saw
         examples, note = read_examples(inputs, targets, report_examples, fmt=fmt, column=column) if report_examples else ([], None)
         recorder.report(stats=stats, lengths=[n for _, n in docs or []], lines=[ln for ln, _ in docs or []], oov=oov, examples=examples,
                         examples_note=note, seed=seed, inputs=list(inputs)).write(privacy_report)

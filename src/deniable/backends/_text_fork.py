@@ -1,0 +1,263 @@
+"""Per-batch random streams and whole-pipeline worker processes for
+:meth:`deniable.backends.text.ParallelPrivatizer.privatize_batches`.
+
+With :class:`BatchStreams` every batch draws from its own generator, so a batch's output depends
+only on the seed, its index and its texts, not on which process samples it nor in which order.
+Each worker process then privatizes whole batches (tokenize, look up, ``sample_ids``, rebuild)
+instead of sending their word ids to the main process. The workers are forked from the main
+process after the mechanism is built, so they share its tables (copy-on-write) instead of
+building them again; this is done only where forking is safe (see :func:`fork_refusal`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection as mp_connection
+import sys
+import threading
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._rng import RNGLike, as_generator, secure_generator
+from ..errors import PrivacyWarning
+from ..text.privatize import ObservedSampler, privatize_texts
+
+__all__ = ["BatchStreams", "fork_refusal", "warm_up", "whole_worker", "run_whole", "WHOLE_GROUP_CHARS"]
+
+#: A whole-pipeline worker gets consecutive batches until they hold this many characters: one
+#: batch at a time for the command line's (4 Ki to 128 Ki characters), so that a small input's
+#: few batches still spread over the workers; small batches are grouped to save messages.
+WHOLE_GROUP_CHARS = 1 << 14
+
+
+class BatchStreams:
+    """One independent random stream per batch: batch ``i`` draws from the ``i``-th child of one
+    :class:`numpy.random.SeedSequence` (numpy's ``spawn``: for an int seed ``s``, batch ``i``'s
+    generator is ``numpy.random.default_rng(s).spawn(i + 1)[i]``).
+
+    Guarantee: distinct batches (and distinct :meth:`child` families) get distinct spawn keys,
+    hence independent streams; the same seed and index give the same stream in any process.
+
+    ``rng``: an int seed or a SeedSequence (reproducible); None (a root of fresh OS entropy); a
+    Generator (its next spawned child is the root, so two uses give independent streams; it must
+    have a SeedSequence); ``"secure"``: every batch gets a fresh ChaCha20 generator with its own
+    256-bit key (:func:`deniable._rng.secure_generator`), nothing reproducible.
+    """
+
+    __slots__ = ("root",)
+
+    def __init__(self, rng: RNGLike = None) -> None:
+        self.root: np.random.SeedSequence | None
+        if isinstance(rng, str) and rng == "secure":
+            secure_generator()  # randomgen missing: fails here, with the install hint
+            self.root = None
+        elif isinstance(rng, np.random.SeedSequence):
+            self.root = rng
+        elif isinstance(rng, np.random.Generator):
+            seq = rng.bit_generator.seed_seq
+            if not isinstance(seq, np.random.SeedSequence):
+                raise TypeError("per-batch streams are spawned from a SeedSequence; this Generator has none: pass an int seed, a SeedSequence or 'secure'")
+            self.root = seq.spawn(1)[0]
+        else:
+            seq = as_generator(rng).bit_generator.seed_seq  # validates the seed
+            assert isinstance(seq, np.random.SeedSequence)
+            self.root = seq
+
+    def _spawned(self, i: int) -> np.random.SeedSequence:
+        root = self.root
+        assert root is not None
+        return np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, int(i)), pool_size=root.pool_size)
+
+    def child(self, j: int) -> BatchStreams:
+        """The streams of the ``j``-th sub-family (e.g. the ``j``-th input file of a run)."""
+        if self.root is None:
+            return self
+        return BatchStreams(self._spawned(j))
+
+    def __call__(self, i: int) -> np.random.Generator:
+        """Batch ``i``'s generator."""
+        if self.root is None:
+            return secure_generator()
+        return np.random.default_rng(self._spawned(i))
+
+    def __repr__(self) -> str:
+        return "BatchStreams('secure')" if self.root is None else f"BatchStreams(spawn_key={self.root.spawn_key})"
+
+
+def fork_refusal(mechanism: Any) -> str | None:
+    """Why worker processes may not be forked to sample with ``mechanism`` here (None: they may).
+
+    Forking copies the built mechanism without rebuilding its tables, but it is safe only on
+    Linux, with no other thread running in this process, no CUDA or OpenMP runtime (FAISS) in
+    use, and a numpy mechanism (a torch mechanism's device is owned by one process)."""
+    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+        return "forking is not safe on this platform"
+    if getattr(mechanism, "backend", "numpy") != "numpy":
+        return f"the {getattr(mechanism, 'backend', '?')} backend samples in one process"
+    if threading.active_count() > 1:
+        return "other threads are running"
+    if "faiss" in sys.modules:
+        return "FAISS (OpenMP) is loaded"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialized"
+    return None
+
+
+def warm_up(mechanism: Any) -> None:
+    """Build here, once, what ``mechanism`` and the text path build at their first use (tables,
+    caches), so that forked workers share it instead of each building it again: ``precompute``
+    and one throwaway privatization of a constant text with its own generator (no input word,
+    no caller's stream)."""
+    if callable(getattr(mechanism, "precompute", None)):
+        mechanism.precompute()  # cached: a no-op once built
+    with contextlib.suppress(Exception), warnings.catch_warnings():  # only a speed-up: a real batch raises what it raises
+        warnings.simplefilter("ignore")
+        privatize_texts(mechanism, ["the" + " " * 4096], rng=np.random.default_rng(0))  # one word; long enough for the bulk path
+
+
+class _Recorder:
+    """Samples with ``mechanism`` and keeps every call's (input ids, output ids), for the
+    observers of an :class:`~deniable.text.privatize.ObservedSampler` in the main process."""
+
+    def __init__(self, mechanism: Any) -> None:
+        self.mechanism, self.vocabulary = mechanism, mechanism.vocabulary
+        self.calls: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
+        out = self.mechanism.sample_ids(ids, rng=rng)
+        self.calls.append((np.asarray(ids), np.asarray(out)))
+        return out
+
+
+def unwrap(mechanism: Any) -> tuple[Any, tuple[Callable[[np.ndarray, np.ndarray], None], ...]]:
+    """(the mechanism that samples, the observers to call in the main process)."""
+    if isinstance(mechanism, ObservedSampler):
+        return mechanism.mechanism, tuple(mechanism.observers)
+    return mechanism, ()
+
+
+def _group(mechanism: Any, record: bool, streams: BatchStreams, first: int, batches: list[list[str]], oov: str, case: str, counts: bool) -> tuple[str, Any]:
+    """Privatize batches ``first``, ``first + 1``, ... end to end; the reply to send back."""
+    results = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k, texts in enumerate(batches):
+            sampler = _Recorder(mechanism) if record else mechanism
+            st: dict[str, int] = {}
+            per: list[int] | None = [] if counts else None
+            out = privatize_texts(sampler, texts, rng=streams(first + k), oov=oov, case=case, stats=st, privatized_per_text=per)
+            results.append((out, st, per, sampler.calls if record else None))
+    other = [(str(w.message), w.category) for w in caught if not issubclass(w.category, PrivacyWarning)]
+    return ("done", (results, other))
+
+
+def whole_worker(conn: Any, others: list[Any], mechanism: Any, record: bool, blas_threads: int) -> None:
+    """A forked worker's loop: ``(streams, first, batches, oov, case, counts)`` is answered with
+    ``("done", (results, warnings))`` or ``("error", exception)``; None stops it. BLAS runs on
+    ``blas_threads`` threads (the workers share the cores)."""
+    for c in others:  # the other workers' pipes, inherited: closed so that their ends see EOF
+        c.close()
+    try:
+        with _blas_limit(blas_threads):
+            msg = conn.recv()
+            while msg is not None:
+                try:
+                    reply = _group(mechanism, record, *msg)
+                except Exception as exc:  # sent back and re-raised in the main process
+                    reply = ("error", exc)
+                try:
+                    conn.send(reply)
+                except Exception:  # an exception that does not pickle: its text
+                    conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+                msg = conn.recv()
+    except (EOFError, OSError, KeyboardInterrupt):
+        return
+
+
+def _blas_limit(threads: int) -> Any:
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=threads, user_api="blas")
+
+
+class _Group:
+    __slots__ = ("batches", "first", "result", "w")
+
+    def __init__(self, w: int, first: int, batches: list[Any]) -> None:
+        self.w, self.first, self.batches = w, first, batches
+        self.result: Any = None
+
+
+def run_whole(
+    pp: Any, it: Iterator[Any], texts_of: Callable[[Any], Sequence[str]], streams: BatchStreams, first: int, oov: str, case: str,
+    stats: dict[str, int] | None, counts: bool, merge: Callable[..., None], end: Any,
+) -> Iterator[tuple[Any, list[str], list[int] | None]]:
+    """The main process's side of :meth:`ParallelPrivatizer.privatize_batches` with whole-pipeline
+    workers (``pp`` started them): a group of consecutive batches to each idle worker, at most
+    two groups per worker in flight or waiting to be yielded (bounded memory), the batches yielded
+    in order with their counts merged into ``stats`` and their (ids, outputs) given to the
+    observers, in order. An error stops the workers and is raised."""
+    _, observers = unwrap(pp.mechanism)
+    idle = deque(range(len(pp._conns)))
+    flight: deque[_Group] = deque()
+    busy: dict[int, _Group] = {}
+    window, group_chars = 2 * len(pp._conns), min(pp.group_chars, WHOLE_GROUP_CHARS)
+
+    def fill(index: int) -> int:
+        while idle and len(flight) < window:
+            batches, texts, chars = [], [], 0
+            while chars < group_chars:
+                batch = next(it, end)
+                if batch is end:
+                    break
+                batches.append(batch)
+                texts.append(list(texts_of(batch)))
+                chars += sum(map(len, texts[-1]))
+            if not batches:
+                break
+            w = idle.popleft()
+            pp._conns[w].send((streams, index, texts, oov, case, counts))
+            busy[w] = _Group(w, index, batches)
+            flight.append(busy[w])
+            index += len(batches)
+        return index
+
+    pp._in_flight = True
+    try:
+        index = fill(first)
+        while flight:
+            if flight[0].result is None:
+                for conn in mp_connection.wait([pp._conns[w] for w in busy]):
+                    w = pp._conns.index(conn)
+                    busy.pop(w).result = _checked(pp._recv(w))[1]
+                    idle.append(w)
+                index = fill(index)
+                continue
+            group = flight.popleft()
+            index = fill(index)
+            results, other = group.result
+            merge(None, {}, other, oov)
+            for batch, (out, st, per, calls) in zip(group.batches, results):
+                for ids, chosen in calls or ():
+                    for observe in observers:
+                        observe(ids, chosen)
+                merge(stats, st, [], oov)
+                yield batch, out, per
+        pp._in_flight = False
+    except BaseException:
+        pp._abort()
+        raise
+
+
+def _checked(msg: tuple[str, Any]) -> tuple[str, Any]:
+    if msg[0] == "error":
+        raise msg[1]
+    return msg

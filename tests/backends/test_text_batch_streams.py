@@ -1,0 +1,188 @@
+"""ParallelPrivatizer.privatize_batches with BatchStreams: one random stream per batch, the whole
+pipeline (sampling included) in forked workers, the same output and counts whatever the number
+of workers."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from deniable import get_mechanism
+from deniable.backends import _text_fork
+from deniable.backends.text import BatchStreams, ParallelPrivatizer, fork_refusal
+from deniable.embeddings import Embedding
+from deniable.text import privatize_texts
+from deniable.text.privatize import ObservedSampler
+
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "film", "good", "bad", "plot", "it", "was"]
+
+
+def _stop_tqdm_monitor():
+    """A progress bar shown by an earlier test of the session leaves tqdm's monitor thread
+    running, which rules out forking (as any other thread): stopped here."""
+    from tqdm import tqdm
+    from tqdm._monitor import TMonitor
+    from tqdm.auto import tqdm as auto_tqdm
+
+    for t in threading.enumerate():
+        if isinstance(t, TMonitor):
+            t.exit()
+    for cls in {tqdm, auto_tqdm}:
+        cls.monitor = None
+
+
+@pytest.fixture(autouse=True)
+def no_faiss(monkeypatch):
+    """FAISS, which other tests of the session may have imported, rules out forking; these
+    mechanisms do not use it."""
+    monkeypatch.delitem(sys.modules, "faiss", raising=False)
+    _stop_tqdm_monitor()
+    reason = _text_fork.fork_refusal(object())
+    assert reason is None, f"{reason}: {[t.name for t in threading.enumerate()]}"
+
+
+@pytest.fixture(scope="module")
+def emb():
+    rng = np.random.default_rng(3)
+    words = [*WORDS, *(f"w{i}" for i in range(60))]
+    return Embedding(words, rng.standard_normal((len(words), 6)).astype(np.float32))
+
+
+def batches(n=30, seed=2):
+    rng = np.random.default_rng(seed)
+    pool = [*WORDS, "The", "CAT", "zebra", "don't", "w7"]
+    out = [[" ".join(rng.choice(pool, int(rng.integers(0, 25)))) + "." for _ in range(int(rng.integers(1, 12)))] for _ in range(n)]
+    out[3], out[4] = ["... !!", ""], []  # no words: no sample_ids call for these
+    return out
+
+
+def run(mech, workers, rng, bl, **options):
+    """(outputs with counts, stats, observed (ids, outputs) per call, the workers' mode)."""
+    seen: list = []
+    sampler = ObservedSampler(mech, lambda ids, out: seen.append((ids.tolist(), out.tolist())))
+    stats: dict = {}
+    with ParallelPrivatizer(sampler, workers, group_chars=400) as pp:
+        got = [(out, c) for _, out, c in pp.privatize_batches(bl, rng=rng, counts=True, stats=stats, **options)]
+        mode = pp._started
+    return got, stats, seen, mode
+
+
+def test_streams_are_numpy_spawned_children():
+    def draw(g):
+        return g.integers(1 << 62, size=4).tolist()
+
+    assert draw(BatchStreams(5)(3)) == draw(np.random.default_rng(5).spawn(4)[3])
+    assert draw(BatchStreams(5).child(2)(3)) == draw(np.random.default_rng(5).spawn(3)[2].spawn(4)[3])
+    assert draw(BatchStreams(np.random.SeedSequence(5))(0)) == draw(BatchStreams(5)(0))
+    # distinct batches, families and seeds: distinct streams (a failing control for the equalities)
+    firsts = {tuple(draw(BatchStreams(s).child(j)(i))) for s in (5, 6) for j in range(3) for i in range(4)}
+    assert len(firsts) == 24
+    gen = np.random.default_rng(1)
+    assert draw(BatchStreams(gen)(0)) != draw(BatchStreams(gen)(0))  # a Generator is never reused as is
+    assert draw(BatchStreams(None)(0)) != draw(BatchStreams(None)(0))
+    with pytest.raises(ValueError, match="non-negative"):
+        BatchStreams(-1)
+
+
+def test_secure_streams_are_fresh_chacha():
+    pytest.importorskip("randomgen")
+    s = BatchStreams("secure")
+    a, b = s(0), s(0)
+    assert type(a.bit_generator).__name__ == "ChaCha" and a.integers(1 << 62) != b.integers(1 << 62)
+    assert s.child(3) is s
+
+
+@pytest.mark.parametrize("name", ["tem", "custext", "madlib", "santext"])
+def test_same_output_counts_and_observations_for_every_worker_count(emb, name):
+    mech = get_mechanism(name, emb, epsilon=3.0)
+    bl = batches()
+    results = [run(mech, w, BatchStreams(9).child(1), bl, oov="drop") for w in (1, 2, 3)]
+    assert [r[3] for r in results] == ["", "whole", "whole"]
+    assert results[0][:3] == results[1][:3] == results[2][:3]
+    assert results[0][1]["words"] == sum(len(ids) for ids, _ in results[0][2]) + results[0][1]["unknown"]
+    # batch i is privatize_texts with stream i (whatever process ran it)
+    expected = [(privatize_texts(mech, b, rng=BatchStreams(9).child(1)(i), oov="drop"), None) for i, b in enumerate(bl)]
+    assert [out for out, _ in results[1][0]] == [out for out, _ in expected]
+    # failing control: another seed changes the output
+    assert run(mech, 2, BatchStreams(10).child(1), bl, oov="drop")[0] != results[0][0]
+
+
+def test_a_shifted_stream_in_the_workers_is_detected(emb, monkeypatch):
+    """Control: if the workers drew batch i from another stream than this process does, the
+    comparison above would fail."""
+    mech = get_mechanism("custext", emb, epsilon=3.0)
+    bl = batches()
+    serial = run(mech, 1, BatchStreams(4), bl)[0]
+    parent = os.getpid()
+    real = BatchStreams.__call__
+    monkeypatch.setattr(BatchStreams, "__call__", lambda self, i: real(self, i + (os.getpid() != parent)))
+    got, _, _, mode = run(mech, 2, BatchStreams(4), bl)
+    assert mode == "whole" and got != serial
+
+
+class _TorchLike:
+    """A numpy mechanism that says its backend is torch (the mode where this process samples)."""
+
+    backend = "torch"
+
+    def __init__(self, mech):
+        self.mech, self.vocabulary = mech, mech.vocabulary
+
+    def sample_ids(self, ids, rng=None):
+        return self.mech.sample_ids(ids, rng=rng)
+
+
+def test_torch_backend_and_threads_keep_sampling_in_this_process(emb, monkeypatch):
+    mech = get_mechanism("tem", emb, epsilon=3.0)
+    bl = batches(20)
+    serial = run(mech, 1, BatchStreams(2), bl)
+    assert fork_refusal(_TorchLike(mech)) == "the torch backend samples in one process"
+    torch_like = run(_TorchLike(mech), 2, BatchStreams(2), bl)
+    assert torch_like[3] == "text" and torch_like[:3] == serial[:3]
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        assert fork_refusal(mech) == "other threads are running"
+        threaded = run(mech, 2, BatchStreams(2), bl)
+    finally:
+        stop.set()
+        t.join()
+    assert threaded[3] == "text" and threaded[:3] == serial[:3]
+    monkeypatch.setitem(sys.modules, "faiss", object())
+    assert fork_refusal(mech) == "FAISS (OpenMP) is loaded"
+    # an int seed (one generator for all batches) keeps the text-only workers
+    assert run(mech, 2, 2, bl)[3] == "text"
+
+
+def test_worker_errors_stop_every_worker(emb, monkeypatch):
+    mech = get_mechanism("tem", emb, epsilon=3.0)
+    bl = batches(30)
+    real = _text_fork.privatize_texts
+
+    def failing(m, texts, **kw):
+        if texts and texts[0] == "boom":
+            raise ValueError("bad batch")
+        return real(m, texts, **kw)
+
+    monkeypatch.setattr(_text_fork, "privatize_texts", failing)  # inherited by the forked workers
+    pp = ParallelPrivatizer(mech, 2, group_chars=300)
+    with pytest.raises(ValueError, match="bad batch"):
+        list(pp.privatize_batches([*bl[:12], ["boom"], *bl[12:]], rng=BatchStreams(0)))
+    assert not pp._procs
+    it = pp.privatize_batches(bl, rng=BatchStreams(1))
+    next(it)
+    procs = list(pp._procs)
+    it.close()  # the caller stops early
+    assert procs and not pp._procs and not any(p.is_alive() for p in procs)
+    it = pp.privatize_batches(bl, rng=BatchStreams(1))
+    next(it)
+    pp._procs[0].kill()
+    with pytest.raises(RuntimeError, match="stopped unexpectedly"):
+        list(it)
+    assert not pp._procs
+    pp.close()

@@ -23,7 +23,12 @@ from deniable.service import MechanismPool, ServiceConfig, create_app  # noqa: E
 _emb, _bin = small_vocab()
 _config = ServiceConfig(max_texts=8, max_text_chars=200, max_total_chars=800, max_body_bytes=8192, max_cached=8)
 APP = create_app(_config, pool=MechanismPool(_emb, _bin, max_cached=8))
-schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
+# the spec the service serves at /openapi.json, read without a request: schemathesis's own ASGI
+# client leaves an event-loop thread running, and a process with other threads may not fork
+# (tests of the worker processes run in this session too)
+schema = schemathesis.openapi.from_dict(APP.openapi())
+schema.app = APP
+schema.location = "/openapi.json"
 CLIENT = TestClient(APP, raise_server_exceptions=False)
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 

@@ -295,3 +295,17 @@ def test_private_imports_are_found(tmp_path):
         (pkg / f).write_text("")
     (pkg / "cli" / "x.py").write_text("from .._files import _helper\ndef f():\n    from ..mechanisms.registry import _resolve, get\n")
     assert private_imports(tmp_path) == {("deniable.cli.x", "deniable.mechanisms.registry", "_resolve")}
+
+
+def test_the_composition_root_connects_the_layers_once():
+    """The extension points are set by ``deniable/__init__.py`` only: connecting again raises, so
+    no later code (a request, a plugin) can swap the target resolver or the useful-range lookup."""
+    import deniable  # noqa: F401
+    from deniable.mechanisms import registry
+    from deniable.text import privatize as text_privatize
+
+    with pytest.raises(RuntimeError, match="already connected"):
+        registry._connect(target_resolver=lambda *a, **k: None, backends={})
+    with pytest.raises(RuntimeError, match="already connected"):
+        text_privatize._connect(useful_range=lambda m: None)
+    assert registry._TARGET_RESOLVER is not None and registry._TARGET_RESOLVER.__name__ == "mechanism_for_target"

@@ -25,8 +25,11 @@ _BACKENDS: dict[str, Callable[..., Mechanism]] = {}
 
 
 def _connect(*, target_resolver: Callable[..., Mechanism], backends: dict[str, Callable[..., Mechanism]]) -> None:
-    """Connect the higher layers' builders (called once, by ``deniable/__init__.py``)."""
+    """Connect the higher layers' builders (called once, by ``deniable/__init__.py``; a second
+    call raises, so nothing after the composition root can change them)."""
     global _TARGET_RESOLVER
+    if _TARGET_RESOLVER is not None:
+        raise RuntimeError("the mechanism registry is already connected (only deniable/__init__.py connects it, once)")
     _TARGET_RESOLVER = target_resolver
     _BACKENDS.update(backends)
 

@@ -75,8 +75,11 @@ _USEFUL_RANGE: Callable[[Any], tuple[float, float] | None] | None = None
 
 
 def _connect(*, useful_range: Callable[[Any], tuple[float, float] | None]) -> None:
-    """Connect the calibration layer (called once, by ``deniable/__init__.py``)."""
+    """Connect the calibration layer (called once, by ``deniable/__init__.py``; a second call
+    raises, so nothing after the composition root can change it)."""
     global _USEFUL_RANGE
+    if _USEFUL_RANGE is not None:
+        raise RuntimeError("the text layer is already connected (only deniable/__init__.py connects it, once)")
     _USEFUL_RANGE = useful_range
 
 

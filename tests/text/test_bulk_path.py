@@ -280,7 +280,7 @@ def test_the_bulk_path_is_taken_and_its_table_is_kept_with_the_vocabulary(small_
     def fail(*args, **kwargs):
         raise AssertionError("per-token path used")
 
-    monkeypatch.setattr(privatize_module, "_privatize_reference", fail)
+    monkeypatch.setattr(privatize_module, "_per_token", fail)
     assert privatize_texts(mech, ["The cat sat."], rng=0) == expected
     assert _bulk.vocab_table(small_embedding) is _vocab_table._TABLES[small_embedding]
     assert vars(mech).keys() == before.keys()

@@ -27,12 +27,27 @@ from .._rng import RNGLike, as_generator, secure_generator
 from ..errors import PrivacyWarning
 from ..text.privatize import ObservedSampler, privatize_texts
 
-__all__ = ["BatchStreams", "fork_refusal", "warm_up", "whole_worker", "run_whole", "WHOLE_GROUP_CHARS"]
+__all__ = ["BatchStreams", "fork_refusal", "take_group", "warm_up", "whole_worker", "run_whole", "WHOLE_GROUP_CHARS"]
 
 #: A whole-pipeline worker gets consecutive batches until they hold this many characters: one
 #: batch at a time for the command line's (4 Ki to 128 Ki characters), so that a small input's
 #: few batches still spread over the workers; small batches are grouped to save messages.
 WHOLE_GROUP_CHARS = 1 << 14
+
+
+def take_group(it: Iterator[Any], texts_of: Callable[[Any], Sequence[str]], group_chars: int) -> tuple[list[Any], list[list[str]]]:
+    """The next consecutive batches of ``it`` holding at least ``group_chars`` characters in all
+    (fewer at the end; none when ``it`` is exhausted), and each batch's texts: one worker's group."""
+    batches: list[Any] = []
+    texts: list[list[str]] = []
+    chars = 0
+    for batch in it:
+        batches.append(batch)
+        texts.append(list(texts_of(batch)))
+        chars += sum(map(len, texts[-1]))
+        if chars >= group_chars:
+            break
+    return batches, texts
 
 
 class BatchStreams:
@@ -198,7 +213,7 @@ class _Group:
 
 def run_whole(
     pp: Any, it: Iterator[Any], texts_of: Callable[[Any], Sequence[str]], streams: BatchStreams, first: int, oov: str, case: str,
-    stats: dict[str, int] | None, counts: bool, merge: Callable[..., None], end: Any,
+    stats: dict[str, int] | None, counts: bool, merge: Callable[..., None],
 ) -> Iterator[tuple[Any, list[str], list[int] | None]]:
     """The main process's side of :meth:`ParallelPrivatizer.privatize_batches` with whole-pipeline
     workers (``pp`` started them): a group of consecutive batches to each idle worker, at most
@@ -213,14 +228,7 @@ def run_whole(
 
     def fill(index: int) -> int:
         while idle and len(flight) < window:
-            batches, texts, chars = [], [], 0
-            while chars < group_chars:
-                batch = next(it, end)
-                if batch is end:
-                    break
-                batches.append(batch)
-                texts.append(list(texts_of(batch)))
-                chars += sum(map(len, texts[-1]))
+            batches, texts = take_group(it, texts_of, group_chars)
             if not batches:
                 break
             w = idle.popleft()

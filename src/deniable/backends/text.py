@@ -41,7 +41,7 @@ from .._rng import RNGLike, as_generator
 from .._validation import check_int
 from ..errors import PrivacyWarning
 from ..text.privatize import check_case, check_oov, privatize_texts
-from ._text_fork import BatchStreams, fork_refusal, run_whole, unwrap, warm_up, whole_worker
+from ._text_fork import BatchStreams, fork_refusal, run_whole, take_group, unwrap, warm_up, whole_worker
 from ._text_worker import worker_main
 
 __all__ = ["ParallelPrivatizer", "BatchStreams", "fork_refusal", "privatize_parallel", "shared_privatizer", "default_workers", "auto_workers",
@@ -317,7 +317,7 @@ class ParallelPrivatizer:
         if self._mode == "whole":
             self._start()
             assert streams is not None
-            yield from run_whole(self, it, texts_of, streams, index, oov, case, stats, counts, _merge, _END)
+            yield from run_whole(self, it, texts_of, streams, index, oov, case, stats, counts, _merge)
         else:
             yield from self._pipeline(it, texts_of, gen_of, index, oov, case, stats, counts)
 
@@ -336,14 +336,7 @@ class ParallelPrivatizer:
         def fill() -> None:  # every idle worker gets the next group of batches
             nonlocal index
             while idle:
-                batches, texts, chars = [], [], 0
-                while chars < self.group_chars:
-                    batch = next(it, _END)
-                    if batch is _END:
-                        break
-                    batches.append(batch)
-                    texts.append(list(texts_of(batch)))
-                    chars += sum(map(len, texts[-1]))
+                batches, texts = take_group(it, texts_of, self.group_chars)
                 if not batches:
                     return
                 w = idle.popleft()

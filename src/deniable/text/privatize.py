@@ -228,7 +228,7 @@ def privatize_texts(
     table = _bulk.vocab_table(mechanism.vocabulary) if token_outputs is None and texts else None
     if table is not None and sum(map(len, texts)) >= BULK_MIN_CHARS:
         return _privatize_bulk(mechanism, texts, table, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
-    return _privatize_reference(mechanism, texts, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text, token_outputs=token_outputs, stacklevel=4)
+    return _per_token(mechanism, texts, as_generator(rng), oov, case, (stats, privatized_per_text, token_outputs), stacklevel=4)
 
 
 #: Total characters of a batch's texts from which they take the bulk path (below it the
@@ -236,28 +236,24 @@ def privatize_texts(
 BULK_MIN_CHARS = 4000
 
 
-def _privatize_reference(
-    mechanism: WordSampler,
-    texts: Sequence[str],
-    *,
-    rng: RNGLike = None,
-    oov: str = "unk",
-    case: str = "preserve",
-    stats: dict[str, int] | None = None,
-    privatized_per_text: list[int] | None = None,
-    token_outputs: list[tuple[list[str], list[str]]] | None = None,
-    stacklevel: int = 3,
-) -> list[str]:
-    """:func:`privatize_texts` token by token (one Python string per token), for every text."""
+def _privatize_reference(mechanism: WordSampler, texts: Sequence[str], *, rng: RNGLike = None, oov: str = "unk", case: str = "preserve", **sinks: Any) -> list[str]:
+    """:func:`privatize_texts` by the per-token path whatever the batch's size (the oracle of the
+    bulk path's tests); ``sinks``: its ``stats``, ``privatized_per_text``, ``token_outputs``."""
     check_oov(oov)
     check_case(case)
-    gen = as_generator(rng)
+    if set(sinks) - {"stats", "privatized_per_text", "token_outputs"}:
+        raise TypeError(f"unexpected keyword arguments: {sorted(set(sinks) - {'stats', 'privatized_per_text', 'token_outputs'})}")
+    outputs = (sinks.get("stats"), sinks.get("privatized_per_text"), sinks.get("token_outputs"))
+    return _per_token(mechanism, list(texts), as_generator(rng), oov, case, outputs, stacklevel=4)
+
+
+def _per_token(mechanism: WordSampler, texts: list[str], gen: np.random.Generator, oov: str, case: str, outputs: tuple[Any, Any, Any], *, stacklevel: int) -> list[str]:
+    """Privatize ``texts`` token by token (one Python string per token); ``outputs`` holds
+    :func:`privatize_texts`'s ``stats``, ``privatized_per_text`` and ``token_outputs`` (each may
+    be None), validated by the caller."""
+    stats, privatized_per_text, token_outputs = outputs
     vocab = mechanism.vocabulary
-    parts_list: list[list[str]] = []
-    for t in texts:
-        if not isinstance(t, str):
-            raise TypeError(f"texts must be strings, got {type(t).__name__}")
-        parts_list.append(split_words(t))
+    parts_list = [split_words(t) for t in texts]
     words = [w for parts in parts_list for w in parts[1::2]]
     if not words:
         _sample_batch(mechanism, np.zeros(0, dtype=np.int64), np.zeros(len(parts_list), dtype=np.int64), gen=gen, oov=oov, stats=stats,

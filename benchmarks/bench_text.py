@@ -9,9 +9,13 @@ round, best of ``--rounds``; the machine may be shared, so compare same-run rati
   path itself passes to the mechanism);
 * **text path**: ``mechanism.privatize(texts)``;
 * their ratio (text-path words/s ÷ id-path words/s; 1.0 = text handling costs nothing);
-* **CLI**: ``deniable privatize`` in a subprocess on a file of the same texts (one per line), wall
-  time including the interpreter's start and the embedding load, and the same command on a
-  one-line file (the fixed start-up cost); words/s end to end and its ratio to the id path.
+* **CLI**: ``deniable privatize`` in a subprocess on a file of IMDb texts (one per line), wall
+  time including the interpreter's start and the embedding load, with ``--workers 1`` and
+  ``--workers 2``, and the same command on a one-line file (the fixed start-up cost); words/s end
+  to end and its ratio to the id path's words/s. The file holds the first texts of the corpus
+  with at least ``--cli-words`` words (default 100,000) and enough for about ``--cli-seconds``
+  of the mechanism's id path (at most the whole corpus), so that for a fast mechanism the file is
+  large enough for the start-up cost not to be all that is measured.
 
 Also the text work alone (a stand-in mechanism that samples nothing) against ``split_words``
 and ``str.split`` on the whole corpus. Texts: IMDb reviews from ``../shared/data`` (generated
@@ -20,7 +24,7 @@ searches) are measured on the first texts of the corpus only, enough for about
 ``--seconds`` of id-path work (at least ``--min-words``); the table gives the words used.
 
 Usage: ``python benchmarks/bench_text.py [--words 100000] [--rounds 3] [--only tem custext]
-[--no-cli] [--json record.json]``
+[--no-cli] [--cli-words 100000] [--cli-seconds 10] [--json record.json]``
 """
 
 from __future__ import annotations
@@ -112,12 +116,13 @@ def _best(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]
     return best
 
 
-def _cli_seconds(name: str, epsilon: float, texts: list[str]) -> float:
+def _cli_seconds(name: str, epsilon: float, texts: list[str], workers: int = 1) -> float:
     with tempfile.TemporaryDirectory(prefix="deniable-bench-text-") as tmp:
         src, dst = Path(tmp) / "in.txt", Path(tmp) / "out.txt"
         src.write_text("\n".join(texts) + "\n", encoding="utf-8")
         exe = Path(sys.executable).with_name("deniable")  # the console script beside this Python
-        cmd = [str(exe) if exe.exists() else "deniable", "privatize", str(src), "-o", str(dst), "-m", name, "-e", str(epsilon), "--seed", "0"]
+        cmd = [str(exe) if exe.exists() else "deniable", "privatize", str(src), "-o", str(dst), "-m", name, "-e", str(epsilon), "--seed", "0",
+               "--no-progress", "--workers", str(workers)]
         t = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -146,18 +151,28 @@ def _mechanisms(emb: deniable.Embedding, texts: list[str], names: list[str], arg
     return mechs, subsets
 
 
-def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
-    sub, _, n = subset
+def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, float], args: argparse.Namespace, corpus: list[tuple[str, int]]) -> dict[str, Any]:
+    _, _, n = subset
     idr, txt = n / best[f"{name} id"], n / best[f"{name} text"]
     row: dict[str, Any] = {"mechanism": name, "words": n, "id_words_per_s": idr, "text_words_per_s": txt, "text_over_id": txt / idr}
     if not args.no_cli:
+        target = max(args.cli_words, int(idr * args.cli_seconds))
+        texts, total = [], 0
+        for t, k in corpus:
+            if total >= target:
+                break
+            texts.append(t)
+            total += k
         try:
-            startup = _cli_seconds(name, args.epsilon, sub[:1])
-            full = _cli_seconds(name, args.epsilon, sub)
+            startup = _cli_seconds(name, args.epsilon, texts[:1])
+            one = _cli_seconds(name, args.epsilon, texts, workers=1)
+            two = _cli_seconds(name, args.epsilon, texts, workers=2)
         except RuntimeError as exc:  # reported in the table, the other mechanisms still run
             row["cli_error"] = str(exc)
             return row
-        row.update(cli_seconds=full, cli_startup_seconds=startup, cli_words_per_s=n / full, cli_over_id=n / full / idr)
+        row.update(cli_words=total, cli_startup_seconds=startup, cli_seconds=one, cli_words_per_s=total / one, cli_over_id=total / one / idr,
+                   cli2_seconds=two, cli2_words_per_s=total / two, cli2_over_id=total / two / idr)
+        print(f"  {name}: CLI on {total:,} words: {one:.2f} s (--workers 1), {two:.2f} s (--workers 2), start-up {startup:.2f} s", flush=True)
     return row
 
 
@@ -170,6 +185,9 @@ def main() -> None:
     p.add_argument("--min-words", type=int, default=3000)
     p.add_argument("--only", nargs="*", default=None, help="registry names (default: all registered)")
     p.add_argument("--no-cli", action="store_true", help="skip the CLI subprocess runs")
+    p.add_argument("--cli-words", type=int, default=100_000, help="least words of the CLI's input file")
+    p.add_argument("--cli-seconds", type=float, default=10.0, help="id-path seconds of words the CLI's input holds (at most the whole corpus)")
+    p.add_argument("--cli-max-words", type=int, default=12_000_000, help="words of the corpus read for the CLI's input")
     p.add_argument("--json", default=None, help="write the raw record here")
     args = p.parse_args()
 
@@ -200,14 +218,24 @@ def main() -> None:
         fns[f"{name} id"] = lambda m=m, ids=ids: m.sample_ids(ids, rng=0)
         fns[f"{name} text"] = lambda m=m, sub=sub: m.privatize(sub, rng=0)
     best = _best(fns, args.rounds)
-    rows = [_row(name, subsets[name], best, args) for name in mechs]
-    print("\n| mechanism | words | id path words/s | text path words/s | text / id | CLI s (these words) | CLI s (one line) | CLI words/s | CLI / id |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    corpus: list[tuple[str, int]] = []
+    if not args.no_cli:
+        cli_texts, _ = _texts(args.cli_max_words)
+        corpus = [(t, len(split_words(t)) // 2) for t in cli_texts]
+    rows = [_row(name, subsets[name], best, args, corpus) for name in mechs]
+    print("\n| mechanism | words | id path words/s | text path words/s | text / id |")
+    print("|---|---:|---:|---:|---:|")
     for r in rows:
-        cli = f"{r['cli_seconds']:.2f} | {r['cli_startup_seconds']:.2f} | {r['cli_words_per_s']:,.0f} | {r['cli_over_id']:.3f}" if "cli_words_per_s" in r else "— | — | — | —"
-        if "cli_error" in r:
-            cli = f"failed ({r['cli_error']}) | — | — | —"
-        print(f"| {r['mechanism']} | {r['words']:,} | {r['id_words_per_s']:,.0f} | {r['text_words_per_s']:,.0f} | {r['text_over_id']:.2f} | {cli} |")
+        print(f"| {r['mechanism']} | {r['words']:,} | {r['id_words_per_s']:,.0f} | {r['text_words_per_s']:,.0f} | {r['text_over_id']:.2f} |")
+    if not args.no_cli:
+        print("\n| mechanism | CLI words | CLI s (one line) | `--workers 1` s | words/s | CLI / id | `--workers 2` s | words/s | CLI / id |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if "cli_error" in r:
+                print(f"| {r['mechanism']} | failed ({r['cli_error']}) |")
+                continue
+            print(f"| {r['mechanism']} | {r['cli_words']:,} | {r['cli_startup_seconds']:.2f} | {r['cli_seconds']:.2f} | {r['cli_words_per_s']:,.0f} | "
+                  f"{r['cli_over_id']:.2f} | {r['cli2_seconds']:.2f} | {r['cli2_words_per_s']:,.0f} | {r['cli2_over_id']:.2f} |")
     if args.json:
         record = {
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),

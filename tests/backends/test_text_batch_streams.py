@@ -18,21 +18,9 @@ from deniable.embeddings import Embedding
 from deniable.text import privatize_texts
 from deniable.text.privatize import ObservedSampler
 
+from .._fork import stop_tqdm_monitor
+
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "film", "good", "bad", "plot", "it", "was"]
-
-
-def _stop_tqdm_monitor():
-    """A progress bar shown by an earlier test of the session leaves tqdm's monitor thread
-    running, which rules out forking (as any other thread): stopped here."""
-    from tqdm import tqdm
-    from tqdm._monitor import TMonitor
-    from tqdm.auto import tqdm as auto_tqdm
-
-    for t in threading.enumerate():
-        if isinstance(t, TMonitor):
-            t.exit()
-    for cls in {tqdm, auto_tqdm}:
-        cls.monitor = None
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +28,7 @@ def no_faiss(monkeypatch):
     """FAISS, which other tests of the session may have imported, rules out forking; these
     mechanisms do not use it."""
     monkeypatch.delitem(sys.modules, "faiss", raising=False)
-    _stop_tqdm_monitor()
+    stop_tqdm_monitor()
     reason = _text_fork.fork_refusal(object())
     assert reason is None, f"{reason}: {[t.name for t in threading.enumerate()]}"
 

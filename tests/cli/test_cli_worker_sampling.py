@@ -18,25 +18,13 @@ from deniable.backends import _text_fork
 from deniable.backends import text as parallel
 from deniable.cli.main import cli
 
+from .._fork import stop_tqdm_monitor
+
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "north", "south", "film", "good", "bad", "plot", "it", "was"]
 
 
 def run(*args, input=None):
     return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
-
-
-def _stop_tqdm_monitor():
-    """A progress bar shown by an earlier test of the session leaves tqdm's monitor thread
-    running, which rules out forking (as any other thread): stopped here."""
-    from tqdm import tqdm
-    from tqdm._monitor import TMonitor
-    from tqdm.auto import tqdm as auto_tqdm
-
-    for t in threading.enumerate():
-        if isinstance(t, TMonitor):
-            t.exit()
-    for cls in {tqdm, auto_tqdm}:
-        cls.monitor = None
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +49,7 @@ def modes(monkeypatch):
     other tests of the session may have imported (it rules out forking), is hidden: these
     mechanisms do not use it."""
     monkeypatch.delitem(sys.modules, "faiss", raising=False)
-    _stop_tqdm_monitor()
+    stop_tqdm_monitor()
     monkeypatch.setattr(parallel, "GROUP_CHARS", 8_000)
     reason = _text_fork.fork_refusal(object())
     assert reason is None, f"{reason}: {[t.name for t in threading.enumerate()]}"

@@ -395,7 +395,7 @@ def _sample_batch(
     sampled; the mask of sampled tokens; this batch's counts)."""
     n = len(ids)
     unknown = ids < 0
-    n_unknown = int(unknown.sum())
+    n_unknown = int(np.count_nonzero(unknown))
     own: dict[str, int] = {"words": n, "unknown": n_unknown, "in_vocabulary": n - n_unknown, "changed": 0}
     if stats is not None:
         stats["words"] = stats.get("words", 0) + n
@@ -410,11 +410,11 @@ def _sample_batch(
     chosen = np.zeros(n, dtype=np.int64)
     if n and n_sampled == n:  # every token (oov="unk", or no unknown word): no copy
         chosen = sampled = np.asarray(mechanism.sample_ids(ids, rng=gen), dtype=np.int64)
-        own["changed"] = int(((sampled != ids) & ~unknown).sum())
+        own["changed"] = int(np.count_nonzero((sampled != ids) & ~unknown))
     elif n_sampled:
         src = ids[sample]
         chosen[sample] = sampled = np.asarray(mechanism.sample_ids(src, rng=gen), dtype=np.int64)
-        own["changed"] = int(((sampled != src) & (src >= 0)).sum())
+        own["changed"] = int(np.count_nonzero((sampled != src) & (src >= 0)))
     if not n:
         _record(own, stats)
     return chosen, sample, own

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import progress_bar
 from .._validation import check_int
-from ..neighbors.neighborhoods import _progress, embedding_neighborhoods
+from ..neighbors.neighborhoods import embedding_neighborhoods
 from ._em_base import PRECOMPUTED_NEIGHBORS, precomputed_neighbors_param
 from ._scan import FreeScanner
 
@@ -38,7 +39,7 @@ def greedy_word_list(
     if start >= V:
         raise ValueError(f"start must be a word id below {V}, got {start}")
     nb, _ = embedding_neighborhoods(embedding, kind="knn", k=n_precomputed, metric=metric, cache_dir=cache_dir, progress=progress)
-    bar = _progress(V, progress, f"1-Diffractor word list ({metric})")
+    bar = progress_bar(V, f"1-Diffractor word list ({metric})", progress)
     scanner = FreeScanner(embedding.vectors, metric)
     free = np.ones(V, dtype=bool)
     order = np.empty(V, dtype=np.int64)
@@ -59,9 +60,8 @@ def greedy_word_list(
         free[nxt] = False
         order[n] = nxt
         cur = nxt
-        if bar is not None and n % 1024 == 0:
+        if n % 1024 == 0:
             bar.update(1024)
-    if bar is not None:
-        bar.update(V - (V - 1) // 1024 * 1024)  # the rest: the loop reported 1024 per 1024 words
-        bar.close()
+    bar.update(V - (V - 1) // 1024 * 1024)  # the rest: the loop reported 1024 per 1024 words
+    bar.close()
     return order

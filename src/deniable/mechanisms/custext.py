@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from .._files import atomic_binary
+from .._progress import progress_bar
 from .._validation import check_int
 from ..embeddings.embedding import UNK_ID
 from ..errors import DeniableWarning
 from ..metrics import pairwise_distances
-from ..neighbors.neighborhoods import _progress, cache_directory, embedding_neighborhoods, row_distances
+from ..neighbors.neighborhoods import cache_directory, embedding_neighborhoods, row_distances
 from ._exclude import allowed_embedding, nearest_allowed
 from ._exponential import PointsWithUnk
 from ._params import check_cache_dir, check_flag, kept_stop_words
@@ -104,7 +105,7 @@ def build_output_sets(
     free = np.ones(V, dtype=bool)
     sets: list[np.ndarray] = []
     n_free = V
-    bar = _progress(V, progress, f"CusText output sets (K={K})")
+    bar = progress_bar(V, f"CusText output sets (K={K})", progress)
     for head in range(V):
         if not free[head]:
             continue
@@ -136,10 +137,8 @@ def build_output_sets(
         free[members] = False
         n_free -= members.size
         sets.append(row)
-        if bar is not None:
-            bar.update(members.size)
-    if bar is not None:
-        bar.close()
+        bar.update(members.size)
+    bar.close()
     out = np.full((len(sets), K), -1, dtype=np.int64)
     for g, m in enumerate(sets):
         out[g, : m.size] = m

@@ -26,12 +26,6 @@ def _rows_per_block(n_vocab: int, memory_bytes: int) -> int:
     return max(1, memory_bytes // max(1, 3 * 8 * n_vocab))
 
 
-def _progress(total: int, progress: Any, desc: str) -> Any:
-    """The table builders' progress reporter, by the library's one convention
-    (:func:`deniable._progress.progress_bar`: None, True, False or a callable)."""
-    return progress_bar(total, desc, progress)
-
-
 def knn_neighborhoods(
     queries: np.ndarray, vectors: np.ndarray, k: int, metric: str | Callable[..., np.ndarray] = "euclidean", *,
     memory_bytes: int = _DEFAULT_MEMORY, progress: bool | None = False, fingerprint: str = "",
@@ -46,15 +40,13 @@ def knn_neighborhoods(
     ids = np.empty((n, kk), dtype=np.int32)
     dists = np.empty((n, kk), dtype=np.float64)
     bound = np.empty(n, dtype=np.float64)
-    bar = _progress(n, progress, f"{kk}-nearest neighbours ({metric_name(metric)})")
+    bar = progress_bar(n, f"{kk}-nearest neighbours ({metric_name(metric)})", progress)
     try:
         for s in range(0, n, kernel.step):
             ids[s : s + kernel.step], dists[s : s + kernel.step], bound[s : s + kernel.step] = kernel.block(queries[s : s + kernel.step])
-            if bar is not None:
-                bar.update(min(kernel.step, n - s))
+            bar.update(min(kernel.step, n - s))
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     return Neighborhoods(
         indptr=np.arange(n + 1, dtype=np.int64) * kk,
         indices=ids.reshape(-1),
@@ -181,7 +173,7 @@ def radius_neighborhoods(
     d_parts: list[np.ndarray] = []
     total = 0
     step = _rows_per_block(V, memory_bytes)
-    bar = _progress(n, progress, f"radius {gamma:.4g} neighbourhoods ({metric_name(metric)})")
+    bar = progress_bar(n, f"radius {gamma:.4g} neighbourhoods ({metric_name(metric)})", progress)
     try:
         for s in range(0, n, step):
             D = pairwise_distances(queries[s : s + step], vectors, metric)
@@ -197,11 +189,9 @@ def radius_neighborhoods(
             counts[s : s + D.shape[0]] = np.bincount(r, minlength=D.shape[0])
             id_parts.append(c[order].astype(np.int32))
             d_parts.append(d[order])
-            if bar is not None:
-                bar.update(D.shape[0])
+            bar.update(D.shape[0])
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     bound = np.where(counts == V, np.inf, gamma)

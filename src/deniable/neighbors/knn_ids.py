@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from .._files import atomic_binary
+from .._progress import progress_bar
 from ..metrics import metric_name
-from .builders import _knn_setup, _progress
+from .builders import _knn_setup
 from .table import _DEFAULT_MEMORY
 
 __all__ = ["KNN_IDS_VERSION", "KnnIds", "build_knn_ids"]
@@ -177,8 +178,8 @@ def build_knn_ids(
         with atomic_binary(partial / "done") as f:
             f.write(str(rows).encode("ascii"))
 
-    bar = _progress(n, progress, f"{kk}-nearest neighbours ({metric_name(metric)})")
-    if bar is not None and done:
+    bar = progress_bar(n, f"{kk}-nearest neighbours ({metric_name(metric)})", progress)
+    if done:
         bar.update(done)
     last = time.monotonic()
     try:
@@ -190,11 +191,9 @@ def build_knn_ids(
             if partial is not None and (e == n or time.monotonic() - last >= checkpoint_seconds):
                 checkpoint(e, (ids, bound))
                 last = time.monotonic()
-            if bar is not None:
-                bar.update(e - s)
+            bar.update(e - s)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     if directory is None:
         return KnnIds(ids=ids, bound=bound, param=float(k), metric=metric_name(metric), n_vocab=V, fingerprint=fingerprint)
     assert partial is not None

@@ -40,7 +40,6 @@ from .._files import cache_directory
 from .._validation import check_int
 from ..errors import DeniableWarning
 from ..metrics import METRICS, get_metric, metric_name, paired_distances
-from .builders import _progress as _progress  # the progress bar of the table builders (TEM, CusText, 1-Diffractor)
 from .builders import _StackedRows, knn_neighborhoods, radius_neighborhoods
 from .knn_ids import KNN_IDS_VERSION, KnnIds, build_knn_ids
 from .table import _DEFAULT_MEMORY, _KINDS, FORMAT_VERSION, Neighborhoods, row_distances

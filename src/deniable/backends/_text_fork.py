@@ -136,20 +136,6 @@ def warm_up(mechanism: Any) -> None:
         privatize_texts(mechanism, ["the" + " " * 4096], rng=np.random.default_rng(0))  # one word; long enough for the bulk path
 
 
-class _Recorder:
-    """Samples with ``mechanism`` and keeps every call's (input ids, output ids), for the
-    observers of an :class:`~deniable.text.privatize.ObservedSampler` in the main process."""
-
-    def __init__(self, mechanism: Any) -> None:
-        self.mechanism, self.vocabulary = mechanism, mechanism.vocabulary
-        self.calls: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
-        out = self.mechanism.sample_ids(ids, rng=rng)
-        self.calls.append((np.asarray(ids), np.asarray(out)))
-        return out
-
-
 def unwrap(mechanism: Any) -> tuple[Any, tuple[Callable[[np.ndarray, np.ndarray], None], ...]]:
     """(the mechanism that samples, the observers to call in the main process)."""
     if isinstance(mechanism, ObservedSampler):
@@ -163,11 +149,13 @@ def _group(mechanism: Any, record: bool, streams: BatchStreams, first: int, batc
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for k, texts in enumerate(batches):
-            sampler = _Recorder(mechanism) if record else mechanism
+            # the (ids, outputs) of every call, for the main process's observers
+            calls: list[tuple[np.ndarray, np.ndarray]] = []
+            sampler = ObservedSampler(mechanism, lambda ids, out: calls.append((ids, out))) if record else mechanism  # noqa: B023 - used within this iteration
             st: dict[str, int] = {}
             per: list[int] | None = [] if counts else None
             out = privatize_texts(sampler, texts, rng=streams(first + k), oov=oov, case=case, stats=st, privatized_per_text=per)
-            results.append((out, st, per, sampler.calls if record else None))
+            results.append((out, st, per, calls if record else None))
     other = [(str(w.message), w.category) for w in caught if not issubclass(w.category, PrivacyWarning)]
     return ("done", (results, other))
 

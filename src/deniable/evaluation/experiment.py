@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._rng import RNGLike, as_generator
-from ..text.privatize import privatize_texts
+from ..text.privatize import ObservedSampler, privatize_texts
 from .inversion import has_exact_probabilities, inversion_attack
 from .membership import membership_scores_result
 from .utility import TextClassifier, _check_labels, _check_texts, classification_scores, tokenize_texts, words_changed
@@ -28,29 +28,21 @@ __all__ = ["ATTACKS", "evaluate_mechanism", "privatize_recording"]
 ATTACKS = ("inversion", "membership")
 
 
-class _Recording:
-    """Duck-typed mechanism for :func:`privatize_texts` that records the ids going in and out."""
-
-    def __init__(self, mechanism: Any) -> None:
-        self.mechanism, self.vocabulary = mechanism, mechanism.vocabulary
-        self.inputs: list[np.ndarray] = []
-        self.outputs: list[np.ndarray] = []
-
-    def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
-        out = self.mechanism.sample_ids(ids, rng=rng)
-        self.inputs.append(np.asarray(ids, dtype=np.int64))
-        self.outputs.append(out)
-        return out
-
-
 def privatize_recording(mechanism: Any, texts: Sequence[str], *, rng: RNGLike = None, oov: str = "unk") -> tuple[list[str], np.ndarray, np.ndarray]:
     """``mechanism.privatize(texts)`` (one batch call) plus the word ids that went into the
     mechanism and the ids it sampled, token by token (``-1`` = out of vocabulary, privatized as
     UNK with ``oov="unk"``)."""
-    rec = _Recording(mechanism)
+    inputs: list[np.ndarray] = []
+    outputs: list[np.ndarray] = []
+
+    def observe(ids: np.ndarray, out: np.ndarray) -> None:
+        inputs.append(ids)
+        outputs.append(out)
+
+    rec = ObservedSampler(mechanism, observe)
     priv = privatize_texts(rec, list(texts), rng=as_generator(rng), oov=oov)
-    cat = lambda a: np.concatenate(a) if a else np.zeros(0, dtype=np.int64)  # noqa: E731
-    return priv, cat(rec.inputs), cat(rec.outputs)
+    cat = lambda a: np.concatenate(a).astype(np.int64, copy=False) if a else np.zeros(0, dtype=np.int64)  # noqa: E731
+    return priv, cat(inputs), cat(outputs)
 
 
 def _inversion_attacks(

@@ -109,11 +109,12 @@ class KnnTEM(ExponentialEmbeddingMechanism):
     # -- pre-processing ------------------------------------------------------------------------
     def precompute(self, *, progress: bool | None = False, rebuild: bool = False) -> Neighborhoods:
         """The k-nearest lists with exact truncation radii γ_x (rows: words, then UNK); built from
-        the cached k-nearest table (k ≥ 128 stored, shared with TEM)."""
+        the cached k-nearest table (at least TEM's default ``precomputed_neighbors`` stored, shared
+        with TEM)."""
         if self._nb is None or rebuild:
             kk, n_out = self._kk, self._n_out
             big, self.cache_file = embedding_neighborhoods(
-                self.embedding, kind="knn", k=max(128, kk + 1) if kk < n_out else self.n_words, metric=self.metric,
+                self.embedding, kind="knn", k=max(self.precomputed_neighbors, kk + 1) if kk < n_out else self.n_words, metric=self.metric,
                 cache_dir=self.cache_dir, progress=progress, rebuild=rebuild,
             )
             if self._exclusion is not None:  # targets: positions among the allowed words (rows too short are recomputed below)

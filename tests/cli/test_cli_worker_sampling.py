@@ -10,7 +10,6 @@ import os
 import sys
 import threading
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -18,9 +17,7 @@ from deniable.backends import _text_fork
 from deniable.backends import text as parallel
 from deniable.cli.main import cli
 
-from .._fork import stop_tqdm_monitor
-
-WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "north", "south", "film", "good", "bad", "plot", "it", "was"]
+from .._fork import WORDS, stop_tqdm_monitor, write_corpus
 
 
 def run(*args, input=None):
@@ -31,15 +28,8 @@ def run(*args, input=None):
 def corpus(tmp_path_factory):
     """An embedding file and a text of about 60,000 characters (several batches and groups)."""
     tmp = tmp_path_factory.mktemp("sampling")
-    rng = np.random.default_rng(1)
-    emb = tmp / "emb.txt"
-    with open(emb, "w", encoding="utf-8") as f:
-        for w in [*WORDS, *(f"w{i}" for i in range(150))]:
-            f.write(w + " " + " ".join(f"{x:.4f}" for x in rng.standard_normal(8)) + "\n")
     pool = [*WORDS, "The", "CAT", "Zebra", "don't", "NASA", "w7", "w140"]
-    lines = [" ".join(rng.choice(pool, int(rng.integers(0, 25)))) + rng.choice([".", "!", ""]) for _ in range(3000)]
-    src = tmp / "in.txt"
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    emb, src, _ = write_corpus(tmp, seed=1, extra_words=150, pool=pool, lines=3000, max_words=25)
     return tmp, emb, src
 
 

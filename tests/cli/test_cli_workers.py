@@ -7,7 +7,6 @@ import json
 import multiprocessing
 import re
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -15,7 +14,7 @@ from deniable import Ledger
 from deniable.backends import text as parallel
 from deniable.cli.main import cli
 
-WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "north", "south", "film", "good", "bad", "plot", "it", "was"]
+from .._fork import WORDS, write_corpus
 
 
 def run(*args, input=None):
@@ -26,15 +25,8 @@ def run(*args, input=None):
 def corpus(tmp_path_factory):
     """An embedding file and a text of about 130,000 characters: many batches, several groups."""
     tmp = tmp_path_factory.mktemp("workers")
-    rng = np.random.default_rng(0)
-    emb = tmp / "emb.txt"
-    with open(emb, "w", encoding="utf-8") as f:
-        for w in [*WORDS, *(f"w{i}" for i in range(200))]:
-            f.write(w + " " + " ".join(f"{x:.4f}" for x in rng.standard_normal(8)) + "\n")
     pool = [*WORDS, "The", "CAT", "Zebra", "don't", "it's", "NASA", "w7", "w150"]
-    lines = [" ".join(rng.choice(pool, int(rng.integers(0, 30)))) + rng.choice([".", "!", ""]) for _ in range(6000)]
-    src = tmp / "in.txt"
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    emb, src, lines = write_corpus(tmp, seed=0, extra_words=200, pool=pool, lines=6000, max_words=30)
     jsonl = tmp / "in.jsonl"
     jsonl.write_text("".join(json.dumps({"user": f"u{i % 7}", "body": t}) + "\n" for i, t in enumerate(lines[:3000])), encoding="utf-8")
     return tmp, emb, src, jsonl

@@ -20,7 +20,7 @@ import pytest
 
 import deniable
 from deniable import Embedding, PrivacyWarning
-from deniable.text import _bulk, _vocab_table, privatize_texts, split_words
+from deniable.text import _bulk, _kernels, _vocab_table, privatize_texts, split_words
 from deniable.text import privatize as privatize_module
 from deniable.text.privatize import ObservedSampler, _privatize_reference
 from deniable.text.tokenize import CLITICS, case_pattern, clitic_pattern
@@ -52,10 +52,20 @@ def ascii_corpus(n: int, seed: int = 0) -> list[str]:
     return texts
 
 
-@pytest.fixture(autouse=True)
-def always_bulk(monkeypatch):
-    """Every batch with an ASCII text takes the bulk path, however short."""
+@pytest.fixture(autouse=True, params=["numpy", "compiled"])
+def always_bulk(request, monkeypatch):
+    """Every batch with an ASCII text takes the bulk path, however short; every test runs with
+    the numpy loops and with the compiled ones (skipped without numba), these cutting every batch
+    of several texts between three threads."""
     monkeypatch.setattr(privatize_module, "BULK_MIN_CHARS", 0)
+    if request.param == "numpy":
+        monkeypatch.setenv("DENIABLE_COMPILED", "0")
+    elif _kernels.compiled() is None:
+        pytest.skip("numba is not installed: no compiled text path")
+    else:  # every batch of several texts cut between three threads
+        monkeypatch.setattr(_bulk, "PARALLEL_MIN_TOKENS", 1)
+        monkeypatch.setattr(_kernels, "_THREADS", [3])
+    return request.param
 
 
 class Recorder:
@@ -213,12 +223,24 @@ def test_vocabularies_without_ascii_keys_and_without_packed_spans(monkeypatch):
     and the output path that reads word starts and lengths separately."""
     words = ["caf\u00e9", "\u00e9t\u00e9", "na\u00efve", "\u03bf\u03b4\u03bf\u03c2", "stra\u00dfe"]
     emb = Embedding(words, np.random.default_rng(2).standard_normal((len(words), 4)).astype(np.float32))
-    texts = unicode_corpus(150, seed=11) + ["CAF\u00c9 cafe\u0301 \u00c9t\u00e9 the cat"] * 5
+    texts = ["The CAT the"] + unicode_corpus(150, seed=11) + ["CAF\u00c9 cafe\u0301 \u00c9t\u00e9 the cat"] * 5  # (the first token rendered)
     for seed, oov in enumerate(("unk", "drop", "keep")):
         assert_same(deniable.get_mechanism("tem", emb, epsilon=1.0), texts, seed, oov)
     emb = deniable.load_embedding(limit=500)
     monkeypatch.setattr(_vocab_table.vocab_table(emb), "word_span", None)
     assert_same(deniable.get_mechanism("tem", emb, epsilon=1.0), ascii_corpus(200, seed=12) + unicode_corpus(100, seed=12), 0)
+
+
+def test_non_ascii_characters_past_the_eighth_byte():
+    """A token whose first 8 bytes are ASCII and a later one is not is looked up and cased as
+    the per-token path does (NFC, its own case pattern), never as an ASCII token."""
+    words = ["the", "internationale\u0301", "internationalit\u00e9", "extraordinarily", "cat"]
+    emb = Embedding(words, np.random.default_rng(4).standard_normal((len(words), 4)).astype(np.float32))
+    texts = ["Internationalit\u00e9 INTERNATIONALIT\u00c9 internationalit\u00e9 internationalite\u0301 EXTRAORDINARILY\u00e9 Extraordinarily\u00c9 the"] * 20
+    assert_same(deniable.get_mechanism("tem", emb, epsilon=1.0), texts, 0)
+    table = _vocab_table.VocabTable(emb)
+    ids = _bulk.scan(table, texts, lower=True)[1].reshape(20, -1)
+    assert (ids[:, :4] == words.index("internationalit\u00e9")).all()
 
 
 def test_clitic_places_in_small_and_large_batches(small_embedding):
@@ -234,11 +256,14 @@ def test_clitic_places_in_small_and_large_batches(small_embedding):
             assert_same(mech, texts, seed, "drop", "lower")
 
 
-def test_long_keys_sharing_a_hash_never_take_another_words_id(monkeypatch):
+def test_long_keys_sharing_a_hash_never_take_another_words_id(monkeypatch, always_bulk):
     """Long keys are found by a 64-bit hash of their bytes, then compared byte for byte. With a
     weak hash (the first 8 bytes), keys collide with each other (they are looked up one by one)
     and with other tokens (the comparison rejects them); the control shows that the hash alone
-    would have given a wrong id."""
+    would have given a wrong id. (The compiled look-up hashes with the compiled row hash; its
+    collisions are tested below.)"""
+    if always_bulk == "compiled":
+        pytest.skip("a patched row_hash reaches the numpy look-up only")
     monkeypatch.setattr(_vocab_table, "row_hash", lambda columns: columns[0] | np.uint64(1))
     words = ["the", "extraordinary", "extraordinarily", "internationally", "characteristic", "a" * 70, "cat"]
     emb = Embedding(words, np.random.default_rng(1).standard_normal((len(words), 4)).astype(np.float32))
@@ -253,6 +278,48 @@ def test_long_keys_sharing_a_hash_never_take_another_words_id(monkeypatch):
     columns = list(_vocab_table.pack_keys([b"internationalist"], table.width).T)
     assert table.long_ids[table.long.find(_vocab_table.row_hash(columns))[0]] == words.index("internationally")
     assert table.find_long(columns)[0].tolist() == [-1]
+
+
+def test_compiled_long_look_up_on_colliding_hashes(always_bulk):
+    """The compiled look-up of long tokens hashes as ``row_hash`` does, compares the bytes of the
+    row its hash finds (a token whose hash finds another key's row is unknown), and leaves a
+    token whose hash several keys share to the one-by-one look-up."""
+    if always_bulk == "numpy":
+        pytest.skip("the compiled look-up")
+    words = ["the", "extraordinary", "internationally", "characteristic", "cat"]
+    emb = Embedding(words, np.random.default_rng(1).standard_normal((len(words), 4)).astype(np.float32))
+    table = _vocab_table.VocabTable(emb)
+    texts = ["Internationalist internationally INTERNATIONALLY extraordinary characteristics the"] * 30
+    tokens = [t.lower() for t in split_words(texts[0])[1::2]] * 30
+    assert _bulk.scan(table, texts, lower=True)[1].tolist() == emb.ids_of(tokens).tolist()
+    # the hash of "internationalist" now finds the row of "internationally": rejected by the bytes
+    (h,) = _vocab_table.row_hash(list(_vocab_table.pack_keys([b"internationalist"], table.width).T))
+    row = int(np.flatnonzero(table.long_ids == words.index("internationally"))[0])
+    table.long_rows, table.long_ids = table.long_rows[[row]], table.long_ids[[row]]
+    table.long = _vocab_table.HashTable(np.array([h]), np.array([0]))
+    ids = _bulk.scan(table, texts, lower=True)[1].reshape(30, -1)
+    assert (ids[:, 0] == -1).all() and (ids[:, 1] == -1).all()  # neither key's hash is its own now
+    # a hash shared by keys: one by one, so "internationalist" is looked up by name
+    table.shared_hashes = np.array([h])
+    ids = _bulk.scan(table, texts, lower=True)[1].reshape(30, -1)
+    assert (ids[:, 0] == -1).all()
+    emb2 = Embedding(words + ["internationalist"], np.zeros((len(words) + 1, 4), dtype=np.float32))
+    table.ids_of = emb2.ids_of
+    ids = _bulk.scan(table, texts, lower=True)[1].reshape(30, -1)
+    assert (ids[:, 0] == len(words)).all()
+
+
+def test_compiled_row_hash_is_row_hash(always_bulk):
+    """The compiled look-up and the tables hash with the same functions."""
+    if always_bulk == "numpy":
+        pytest.skip("the compiled look-up")
+    rows = np.random.default_rng(3).integers(0, 2**63, size=(200, 4), dtype=np.uint64)
+    expected = _vocab_table.row_hash(list(rows.T))
+    for r, e in zip(rows, expected.tolist()):
+        h = r[0]
+        for x in r[1:]:
+            h = np.uint64(_kernels._hash_step(h, x))  # (a compiled function returns a Python int)
+        assert int(_kernels._hash_finish(h)) == e
 
 
 @pytest.mark.parametrize("name", ["custext", "diffractor", "santext"])

@@ -59,6 +59,18 @@ def test_cuts_never_split_a_word(text, size):
     assert split_words(text[:p])[1::2] + split_words(text[p:])[1::2] == words
 
 
+@settings(max_examples=200, deadline=None)
+@given(text=pieces, long_word=st.integers(0, 200), size=st.integers(1, 300))
+def test_first_cut_is_the_first_separator(text, long_word, size):
+    """The character scan of first_cut finds what the separator pattern finds, also past its
+    first 64 characters (a long word)."""
+    from deniable.text.io import _separator
+
+    text = text[: size // 2] + "w" * long_word + text[size // 2 :]
+    m = _separator().search(text, max(size - 1, 0)) if size < len(text) else None
+    assert first_cut(text, size) == (len(text) if m is None else m.end())
+
+
 @settings(max_examples=100, deadline=None)
 @given(text=pieces, max_chars=st.integers(1, 64), sizes=st.lists(st.integers(1, 40), min_size=1, max_size=4))
 def test_batches_do_not_depend_on_how_the_text_was_read(tmp_path_factory, text, max_chars, sizes):

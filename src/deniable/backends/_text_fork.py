@@ -25,6 +25,7 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator, secure_generator
 from ..errors import PrivacyWarning
+from ..text._kernels import set_threads
 from ..text.privatize import ObservedSampler, privatize_texts
 
 __all__ = ["BatchStreams", "fork_refusal", "take_group", "warm_up", "whole_worker", "run_whole", "WHOLE_GROUP_CHARS"]
@@ -166,6 +167,7 @@ def whole_worker(conn: Any, others: list[Any], mechanism: Any, record: bool, bla
     ``blas_threads`` threads (the workers share the cores)."""
     for c in others:  # the other workers' pipes, inherited: closed so that their ends see EOF
         c.close()
+    set_threads(1)  # the workers share the cores: one thread each for the text path's loops
     try:
         with _blas_limit(blas_threads):
             msg = conn.recv()

@@ -16,16 +16,20 @@ samples.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from ._vocab_table import MAX_WIDTH, VocabTable, vocab_table
+from ._kernels import COMPILED_MIN_CHARS, PARALLEL_MIN_TOKENS, compiled, run_parallel, threads
+from ._kernels import has_lowercase as _has_lowercase
+from ._kernels import lower_packed as _lower_packed
+from ._vocab_table import _HOT_SHIFT, MAX_WIDTH, VocabTable, vocab_table
 from .tokenize import _ASCII_WORD_CHARS, CLITICS, _is_word_char, case_pattern, lookup_key
 
-__all__ = ["Batch", "VocabTable", "vocab_table", "tokenize", "lookup", "case_codes", "assemble", "segment_index"]
+__all__ = ["Batch", "VocabTable", "vocab_table", "tokenize", "scan", "lookup", "case_codes", "assemble", "segment_index"]
 
 #: Byte between texts (and before the first, after the last) in a batch's buffer: a separator,
 #: so no word runs across texts.
@@ -39,9 +43,6 @@ _LOWER = np.array([ord(chr(c).lower()) if c < 128 else c for c in range(256)], d
 _UPPER = np.array([ord(chr(c).upper()) if c < 128 else c for c in range(256)], dtype=np.uint8)
 _LOW_BYTE, _CAPITAL_A, _LETTERS_26 = np.uint64(255), np.uint64(65), np.uint64(26)
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)  # the first n bytes
-_ONES = 0x0101010101010101
-_LOW7 = np.uint64(_ONES * 127)
-_HIGH = np.uint64(_ONES * 128)
 _CURLY = "\u2019".encode()  # the other apostrophe of the clitics, 3 bytes
 #: the letters after the apostrophe of each clitic (CLITICS order; ``n't``: ``t``)
 _LETTERS = tuple(c[1:] if c.startswith("'") else c[c.index("'") + 1 :] for c in CLITICS)
@@ -63,22 +64,6 @@ def _clitic_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _KIND_1, _KIND_2, _SECOND = _clitic_tables()
-
-
-def _has_lowercase(x: np.ndarray) -> np.ndarray:
-    """Whether a packed word (8 bytes below 128 each) holds a byte in ``a``..``z``: per byte,
-    ``b & 127`` lies strictly between 96 and 123 exactly when both sums below keep bit 7 set."""
-    low = x & _LOW7
-    return ((np.uint64(_ONES * (127 + 123)) - low) & ~x & (low + np.uint64(_ONES * (127 - 96))) & _HIGH) != 0
-
-
-def _lower_packed(x: np.ndarray) -> np.ndarray:
-    """Packed words with every byte ``A``..``Z`` made lower case (bit 5 set), bytes from 128 left
-    as they are: per byte, ``b & 127`` lies strictly between 64 and 91 exactly when both sums
-    below keep bit 7 set."""
-    low = x & _LOW7
-    upper = (np.uint64(_ONES * (127 + 91)) - low) & ~x & (low + np.uint64(_ONES * (127 - 64))) & _HIGH
-    return x | (upper >> np.uint64(2))
 
 
 def _u64(buf: np.ndarray) -> np.ndarray:
@@ -139,17 +124,7 @@ def tokenize(texts: Sequence[str]) -> Batch:
     """Word runs (:func:`~deniable.text.tokenize.word_class`) of ``texts`` (in UTF-8; a lone
     surrogate as its 3-byte form), with each clitic cut where
     :func:`~deniable.text.tokenize.split_words` cuts it."""
-    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
-    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    text_starts = np.cumsum(lens + 1) - lens
-    raw = _JOIN + _JOIN.join(encoded) + _JOIN * (1 + _PAD)
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    isword = np.frombuffer(raw.translate(_WORD_BYTES), dtype=bool)
-    high = np.zeros(0, dtype=np.int64)
-    if not raw.isascii():
-        high = np.flatnonzero(buf >= 0x80)
-        isword = isword.copy()
-        isword[high] = _wide_classes(buf, high)
+    raw, buf, isword, high, text_starts, lens = _buffer(texts)
     edges = np.flatnonzero(isword[1:] != isword[:-1]) + 1
     starts, ends = edges[0::2].copy(), edges[1::2].copy()
     clitic = np.zeros(starts.size, dtype=np.int8)
@@ -165,9 +140,66 @@ def tokenize(texts: Sequence[str]) -> Batch:
     if high.size:
         owner = np.searchsorted(starts, high, side="right") - 1
         wide = np.unique(owner[(owner >= 0) & (high < ends[owner])])
+    return _batch(raw, buf, starts, ends, clitic, kind, text_starts, lens, wide)
+
+
+def _buffer(texts: Sequence[str]) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The batch's buffer (as bytes and as an array), whether each byte belongs to a word
+    character, the positions of the bytes from 128, and each text's start and length."""
+    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    text_starts = np.cumsum(lens + 1) - lens
+    raw = _JOIN + _JOIN.join(encoded) + _JOIN * (1 + _PAD)
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    isword = np.frombuffer(raw.translate(_WORD_BYTES), dtype=bool)
+    high = np.zeros(0, dtype=np.int64)
+    if not raw.isascii():
+        high = np.flatnonzero(buf >= 0x80)
+        isword = isword.copy()
+        isword[high] = _wide_classes(buf, high)
+    return raw, buf, isword, high, text_starts, lens
+
+
+def _batch(raw: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, clitic: np.ndarray, kind: np.ndarray, text_starts: np.ndarray, lens: np.ndarray, wide: np.ndarray) -> Batch:
     wide_tokens = [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts[wide].tolist(), ends[wide].tolist())]
     first = np.searchsorted(starts, np.append(text_starts, buf.size))
     return Batch(buf, starts, ends, clitic, kind, text_starts, text_starts + lens, np.diff(first), wide, wide_tokens)
+
+
+def scan(table: VocabTable, texts: Sequence[str], *, lower: bool) -> tuple[Batch, np.ndarray, np.ndarray]:
+    """:func:`tokenize`, :func:`lookup` and :func:`case_codes` of ``texts`` in one call: with
+    numba, one compiled pass (:mod:`deniable.text._kernels`) decides every token but those with a
+    non-ASCII or NUL byte or more than 8 bytes, which the numpy functions decide."""
+    kernels = compiled(load=sum(map(len, texts)) >= COMPILED_MIN_CHARS)
+    if kernels is None:
+        batch = tokenize(texts)
+        return batch, lookup(table, batch, lower=lower), case_codes(batch)
+    raw, buf, isword, _, text_starts, lens = _buffer(texts)
+    edges = np.flatnonzero(isword[1:] != isword[:-1]) + 1
+    runs = edges.size // 2
+    starts, ends, ids = np.empty(runs, dtype=np.int64), np.empty(runs, dtype=np.int64), np.empty(runs, dtype=np.int64)
+    clitic, kind, cases = np.empty(runs, dtype=np.int8), np.empty(runs, dtype=np.int8), np.empty(runs, dtype=np.int64)
+    is_wide = np.empty(runs, dtype=bool)
+    short, long_, v64, hot = table.short, table.long, _u64(buf), table.hot_pairs.view(np.uint64)
+    short_pairs, long_pairs = short.pairs.view(np.uint64), long_.pairs.view(np.uint64)
+
+    def part(a: int, b: int) -> Callable[[], None]:  # runs a..b-1, from a text's first run: no clitic crosses
+        return lambda: kernels["scan"](
+            buf, v64, edges[2 * a : 2 * b], _MASKS, lower, hot, _HOT_SHIFT, short_pairs, short.shift, short.mask, isword,
+            table.width, long_pairs, long_.shift, long_.mask, table.long_rows, table.long_ids, table.shared_hashes,
+            _KIND_1, _KIND_2, _SECOND, _LOWER, _NEGATION, table.clitic_ids, MAX_WIDTH, starts[a:b], ends[a:b], clitic[a:b], kind[a:b], ids[a:b], cases[a:b], is_wide[a:b])
+
+    run_starts = edges[0::2]  # each part from the first run of the text of an even cut on
+    cuts = sorted({0, runs, *(int(np.searchsorted(run_starts, text_starts[np.searchsorted(text_starts, run_starts[r], side="right") - 1])) for r in _parts(runs))})
+    run_parallel([part(a, b) for a, b in itertools.pairwise(cuts)])
+    batch = _batch(raw, buf, starts, ends, clitic, kind, text_starts, lens, np.flatnonzero(is_wide))
+    rest = np.flatnonzero(ids == -2)  # a non-ASCII or NUL byte, more than MAX_WIDTH bytes, a shared hash
+    if rest.size:
+        ids[rest] = _one_by_one(table, [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts[rest].tolist(), ends[rest].tolist())], lower)
+    rest = np.flatnonzero(cases < 0)  # non-ASCII, or more than MAX_WIDTH bytes
+    if rest.size:
+        cases[rest] = [_CASE_INDEX[case_pattern(raw[a:b].decode("utf-8", "surrogatepass"))] for a, b in zip(starts[rest].tolist(), ends[rest].tolist())]
+    return batch, ids, cases
 
 
 def _wide_classes(buf: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -252,12 +284,18 @@ def lookup(table: VocabTable, batch: Batch, *, lower: bool) -> np.ndarray:
     todo = np.flatnonzero(one_by_one).tolist()
     tokens = batch.wide_tokens + [buf[starts[j] : starts[j] + lengths[j]].tobytes().decode("ascii") for j in todo]
     if tokens:
-        keys = {t: lookup_key(t, lower=lower) for t in tokens}
-        found = dict(zip(keys.values(), np.asarray(table.ids_of(list(keys.values())), dtype=np.int64).reshape(-1).tolist()))
-        ids[np.concatenate((batch.wide, np.array(todo, dtype=np.int64)))] = [found[keys[t]] for t in tokens]
+        ids[np.concatenate((batch.wide, np.array(todo, dtype=np.int64)))] = _one_by_one(table, tokens, lower)
     cl = np.flatnonzero(batch.kind >= 0)
     ids[cl] = table.clitic_ids[batch.kind[cl]]
     return ids
+
+
+def _one_by_one(table: VocabTable, tokens: list[str], lower: bool) -> list[int]:
+    """The ids of ``tokens`` as the per-token path finds them: the vocabulary's ids of their
+    :func:`~deniable.text.tokenize.lookup_key`, once per distinct token."""
+    keys = {t: lookup_key(t, lower=lower) for t in tokens}
+    found = dict(zip(keys.values(), np.asarray(table.ids_of(list(keys.values())), dtype=np.int64).reshape(-1).tolist()))
+    return [found[keys[t]] for t in tokens]
 
 
 def case_codes(batch: Batch) -> np.ndarray:
@@ -305,31 +343,29 @@ def assemble(
     kept (``keep``) or removed."""
     buf, starts, lengths = batch.buf, batch.starts, batch.lengths
     everything = bool(sampled.all())
-    direct = (cases == 0) if not table.all_ascii else np.ones(chosen.size, dtype=bool)
-    if not table.all_ascii:
-        direct |= table.word_ascii[chosen]  # an ASCII word takes any case pattern in place
-    if not everything:
-        direct &= sampled
+    # rendered: a non-ASCII word in title or upper case, a word written as a clitic in a
+    # clitic's place; every other sampled token is a word's bytes (after a space for a clitic)
+    cand = np.flatnonzero(batch.clitic) if table.all_ascii else np.flatnonzero((cases != 0) | (batch.clitic != 0))
+    c = chosen[cand]
+    plain = np.ones(cand.size, dtype=bool) if table.all_ascii else (cases[cand] == 0) | table.word_ascii[c]
+    special = cand[sampled[cand] & (~plain | ((batch.clitic[cand] != 0) & table.word_clitic[c]))]
+    rendered = _rendered(batch, chosen, cases, special, words, render, n_cases)
+    kernels = compiled(load=False)  # (loaded by scan for a large batch)
+    if kernels is not None:
+        return _write_compiled(kernels["write"], table, batch, chosen, sampled, cases, special, keep=keep, rendered=rendered)
+    direct = sampled.copy()
+    direct[special] = False
     cl = np.flatnonzero(batch.clitic)
-    spaced = cl[direct[cl] & ~table.word_clitic[chosen[cl]]]  # " " + word
-    direct[cl] = False
-    direct[spaced] = True
+    spaced = cl[direct[cl]]  # " " + word
     vbytes, src, out_len = _word_sources(table, buf, chosen, direct)
     src[spaced] -= 1
     out_len[spaced] += 1
     if not everything:  # a token not sampled: kept (``keep``) or removed
         src = np.where(sampled, src, starts)
         out_len = np.where(sampled, out_len, lengths if keep else 0)
-    extra = np.zeros(0, dtype=np.uint8)
-    special = np.flatnonzero(~direct & sampled)
-    if special.size:
-        c, k = chosen[special], cases[special] + n_cases * batch.clitic[special]
-        pairs, inverse = np.unique(c * (4 * n_cases) + k, return_inverse=True)
-        rendered = [render(words[i], code).encode("utf-8") for i, code in zip((pairs // (4 * n_cases)).tolist(), (pairs % (4 * n_cases)).tolist())]
-        rlen = np.fromiter(map(len, rendered), dtype=np.int64, count=len(rendered))
-        extra = np.frombuffer(b"".join(rendered), dtype=np.uint8)
-        src[special] = buf.size + vbytes.size + (np.cumsum(rlen) - rlen)[inverse.reshape(-1)]
-        out_len[special] = rlen[inverse.reshape(-1)]
+    extra, offsets, rlen = rendered
+    src[special] = buf.size + vbytes.size + offsets
+    out_len[special] = rlen
     shift = np.concatenate(([0], np.cumsum(out_len - lengths)))
     dst = starts - 1 + shift[:-1]  # where each token's output starts
     total = int(batch.text_ends[-1]) - 1 + int(shift[-1]) if batch.text_ends.size else 0
@@ -345,6 +381,65 @@ def assemble(
             pos = segment_index(dst[upper], out_len[upper])
             out[pos] = _UPPER[out[pos]]
     return _split(out, batch, shift)
+
+
+def _rendered(batch: Batch, chosen: np.ndarray, cases: np.ndarray, special: np.ndarray, words: Sequence[str], render: Callable[[str, int], str], n_cases: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The outputs of the ``special`` tokens, rendered once per distinct (id, code): their bytes
+    one after the other, and each token's offset and length in them."""
+    if not special.size:
+        return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    c, k = chosen[special], cases[special] + n_cases * batch.clitic[special]
+    pairs, inverse = np.unique(c * (4 * n_cases) + k, return_inverse=True)
+    rendered = [render(words[i], code).encode("utf-8") for i, code in zip((pairs // (4 * n_cases)).tolist(), (pairs % (4 * n_cases)).tolist())]
+    rlen = np.fromiter(map(len, rendered), dtype=np.int64, count=len(rendered))
+    inverse = inverse.reshape(-1)
+    return np.frombuffer(b"".join(rendered), dtype=np.uint8), (np.cumsum(rlen) - rlen)[inverse], rlen[inverse]
+
+
+def _write_compiled(
+    write: Callable[..., None], table: VocabTable, batch: Batch, chosen: np.ndarray, sampled: np.ndarray, cases: np.ndarray, special: np.ndarray,
+    *, keep: bool, rendered: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> list[str]:
+    """:func:`assemble`'s output written by the compiled loop (:mod:`deniable.text._kernels`), in
+    parts on :func:`~deniable.text._kernels.threads` threads (each part's texts into their own
+    output)."""
+    extra, offsets, rlen = rendered
+    is_special = np.zeros(chosen.size, dtype=bool)
+    is_special[special] = True
+    size = batch.buf.size + max(table.longest_word + 1, int(rlen.max(initial=0)), int(batch.lengths.max(initial=0))) * chosen.size
+    if size > 1 << 26:  # a closer bound, where this one is large
+        size = batch.buf.size + int(table.word_len[chosen].sum()) + chosen.size + int(rlen.sum()) + int(batch.lengths.sum())
+    first = np.concatenate(([0], np.cumsum(batch.counts)))
+    b64, w64, e64 = _u64(batch.buf), _u64(table.word_bytes), _u64(np.concatenate((extra, np.zeros(8, dtype=np.uint8))))
+    texts_at = sorted({0, batch.text_starts.size, *(int(np.searchsorted(first, r)) for r in _parts(chosen.size))})
+    outs = [np.empty(size + 8, dtype=np.uint8) for _ in texts_at[1:]]  # (pages never written cost nothing)
+    bounds = [np.empty(2 * (j - i), dtype=np.int64) for i, j in itertools.pairwise(texts_at)]
+    specials_before = np.searchsorted(special, first[texts_at[:-1]])  # each part's first rendered token
+
+    def part(k: int) -> Callable[[], None]:
+        i, j = texts_at[k], texts_at[k + 1]
+        return lambda: write(b64, batch.starts, batch.ends, batch.clitic, batch.text_starts[i:j], batch.text_ends[i:j], first[i : j + 1], sampled, keep,
+                             is_special, int(specials_before[k]), chosen, cases, table.word_start, table.word_len, w64, offsets, rlen, e64, _UPPER, outs[k], _u64(outs[k]), bounds[k])
+
+    run_parallel([part(k) for k in range(len(outs))])
+    return [t for o, b in zip(outs, bounds) for t in _texts_of(o, b)]
+
+
+def _texts_of(out: np.ndarray, bounds: np.ndarray) -> list[str]:
+    """The texts at ``bounds`` (start, end, start, ...) of UTF-8 bytes ``out``."""
+    data = out[: int(bounds[-1]) if bounds.size else 0].tobytes()
+    a, b = bounds[0::2].tolist(), bounds[1::2].tolist()
+    if data.isascii():
+        text = data.decode("ascii")
+        return [text[i:j] for i, j in zip(a, b)]
+    return [data[i:j].decode("utf-8", "surrogatepass") for i, j in zip(a, b)]
+
+
+def _parts(n: int) -> list[int]:
+    """Even cuts of ``n`` items into :func:`~deniable.text._kernels.threads` parts (none below
+    :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS` items)."""
+    k = threads() if n >= PARALLEL_MIN_TOKENS else 1
+    return [n * i // k for i in range(1, k)]
 
 
 def _word_sources(table: VocabTable, buf: np.ndarray, chosen: np.ndarray, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

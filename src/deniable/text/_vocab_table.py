@@ -29,14 +29,23 @@ _HOT_BITS = 13
 _HOT_SHIFT = np.uint64(64 - _HOT_BITS)
 
 
+def hash_step(h: Any, word: Any) -> Any:
+    """The hash of a key so far (``h``) and its next packed word: arrays, or scalars in the
+    compiled look-up (:mod:`deniable.text._kernels` compiles this function)."""
+    return (h * GOLDEN) ^ word
+
+
+def hash_finish(h: Any) -> Any:
+    """The final, non-zero hash (arrays or scalars, as :func:`hash_step`)."""
+    return (h ^ (h >> np.uint64(29))) | _ONE
+
+
 def row_hash(columns: Sequence[np.ndarray]) -> np.ndarray:
     """A non-zero 64-bit hash of each key given as its packed words, one array per word."""
-    h = columns[0].copy()
+    h = columns[0]
     for column in columns[1:]:
-        h *= GOLDEN
-        h ^= column
-    h ^= h >> np.uint64(29)
-    return h | _ONE
+        h = hash_step(h, column)
+    return hash_finish(h)
 
 
 def pack_keys(keys: Sequence[bytes], width: int) -> np.ndarray:
@@ -106,7 +115,9 @@ class VocabTable:
         self.word_len = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         # every word after a space: " " + word is the output in a clitic's place (render)
         self.word_start = np.cumsum(self.word_len + 1) - self.word_len
-        self.word_bytes = np.frombuffer(b" " + b" ".join(encoded) + b"\0", dtype=np.uint8)
+        # (8 bytes after the last word: every 8-byte read of a word stays inside)
+        self.word_bytes = np.frombuffer(b" " + b" ".join(encoded) + b"\0" * 8, dtype=np.uint8)
+        self.longest_word = int(self.word_len.max(initial=0))
         #: each word's start and length in one integer (start << 24 | length), one read per word
         self.word_span = self.word_start << 24 | self.word_len if int(self.word_len.max(initial=0)) < 1 << 24 and self.word_bytes.size < 1 << 38 else None
         self.word_ascii = self.word_len == np.fromiter(map(len, words), dtype=np.int64, count=len(words))
@@ -139,7 +150,9 @@ class VocabTable:
         #: hashes of two or more keys: their tokens are looked up one by one
         self.shared_hashes = distinct[counts > 1]
         own = ~np.isin(hashes, self.shared_hashes)
-        self.long_columns = [np.ascontiguousarray(c) for c in rows[own].T]  # each word of each key
+        #: the packed words of each key (a row each), and each word of all keys (an array each)
+        self.long_rows = np.ascontiguousarray(rows[own])
+        self.long_columns = [np.ascontiguousarray(c) for c in self.long_rows.T]
         self.long_ids = ids[long_][own]
         self.long = HashTable(hashes[own], np.arange(int(own.sum())))
         self.one_by_one = bool(self.shared_hashes.size) or bool((lens > MAX_WIDTH).any())

@@ -50,7 +50,7 @@ from typing import IO, Any
 from .._files import decode_line, open_input
 from ..errors import DataError
 from ._jsonl import _json_string_body, _scan_object
-from .tokenize import _APOSTROPHES, word_class
+from .tokenize import _APOSTROPHES, _is_word_char, word_class
 
 __all__ = ["FORMATS", "Record", "RecordReader", "RecordWriter", "read_records", "detect_format", "batch_records", "BATCH_SIZES"]
 
@@ -126,7 +126,11 @@ def first_cut(text: str, at: int) -> int:
     """The smallest ``p >= at`` such that ``text[p-1]`` is a separator, else ``len(text)``."""
     if at >= len(text):
         return len(text)
-    m = _separator().search(text, max(at - 1, 0))
+    start = max(at - 1, 0)
+    for p, ch in enumerate(text[start : start + 64], start):  # most words end within a few characters
+        if ch not in _APOSTROPHES and not _is_word_char(ch):
+            return p + 1
+    m = _separator().search(text, start + 64)  # (compiled on first use: it takes a scan of Unicode)
     return len(text) if m is None else m.end()
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator, secure_generator
 from ..errors import PrivacyWarning
-from ..text._kernels import set_threads
+from ..text._kernels import set_threads, stop_threads
 from ..text.privatize import ObservedSampler, privatize_texts
 
 __all__ = ["BatchStreams", "fork_refusal", "take_group", "warm_up", "whole_worker", "run_whole", "WHOLE_GROUP_CHARS"]
@@ -109,12 +109,14 @@ def fork_refusal(mechanism: Any) -> str | None:
     """Why worker processes may not be forked to sample with ``mechanism`` here (None: they may).
 
     Forking copies the built mechanism without rebuilding its tables, but it is safe only on
-    Linux, with no other thread running in this process, no CUDA or OpenMP runtime (FAISS) in
-    use, and a numpy mechanism (a torch mechanism's device is owned by one process)."""
+    Linux, with no other thread running in this process (the text path's own helper threads,
+    idle between batches, are stopped first), no CUDA or OpenMP runtime (FAISS) in use, and a
+    numpy mechanism (a torch mechanism's device is owned by one process)."""
     if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return "forking is not safe on this platform"
     if getattr(mechanism, "backend", "numpy") != "numpy":
         return f"the {getattr(mechanism, 'backend', '?')} backend samples in one process"
+    stop_threads()
     if threading.active_count() > 1:
         return "other threads are running"
     if "faiss" in sys.modules:

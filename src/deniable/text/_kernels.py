@@ -29,7 +29,7 @@ import numpy as np
 
 from ._vocab_table import GOLDEN, hash_finish, hash_step
 
-__all__ = ["compiled", "has_lowercase", "lower_packed", "COMPILED_MIN_CHARS", "threads", "set_threads", "run_parallel", "PARALLEL_MIN_TOKENS"]
+__all__ = ["compiled", "has_lowercase", "lower_packed", "COMPILED_MIN_CHARS", "threads", "set_threads", "stop_threads", "run_parallel", "PARALLEL_MIN_TOKENS"]
 
 
 _ONES = 0x0101010101010101
@@ -321,6 +321,16 @@ def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
     finally:
         for f in futures:
             f.result()
+
+
+def stop_threads() -> None:
+    """Stop the helper threads (idle between batches), e.g. before this process forks; the next
+    large batch starts them again."""
+    with _POOL_LOCK:
+        pool = _POOL[0]
+        _POOL[0], _POOL[1] = None, 0
+    if pool is not None:
+        pool.shutdown(wait=True)
 
 
 def _forget_pool() -> None:  # a forked child has none of its parent's threads

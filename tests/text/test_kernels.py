@@ -1,0 +1,80 @@
+"""The compiled loops' switches: how many threads, when they load, and that neither changes an
+output (the loops themselves are checked against the per-token path in test_bulk_path.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import deniable
+from deniable.text import _bulk, _kernels
+
+needs_numba = pytest.mark.skipif(_kernels.compiled() is None, reason="numba is not installed (or DENIABLE_COMPILED=0)")
+
+
+def test_thread_count_from_setting_environment_and_cores(monkeypatch):
+    monkeypatch.setattr(_kernels, "_THREADS", [None])
+    monkeypatch.setenv("DENIABLE_TEXT_THREADS", "3")
+    assert _kernels.threads() == 3
+    _kernels.set_threads(2)
+    assert _kernels.threads() == 2
+    _kernels.set_threads(None)
+    monkeypatch.delenv("DENIABLE_TEXT_THREADS")
+    assert 1 <= _kernels.threads() <= 4
+    with pytest.raises(ValueError, match="at least 1"):
+        _kernels.set_threads(0)
+
+
+def test_run_parallel_runs_every_task_and_raises_a_helpers_error():
+    done = []
+    _kernels.run_parallel([lambda i=i: done.append(i) for i in range(3)])
+    assert sorted(done) == [0, 1, 2]
+    _kernels.run_parallel([])
+
+    def fail() -> None:
+        raise RuntimeError("in a helper thread")
+
+    with pytest.raises(RuntimeError, match="in a helper thread"):
+        _kernels.run_parallel([lambda: None, fail])
+    _kernels.stop_threads()
+    assert not any(t.name.startswith("deniable-text") for t in threading.enumerate())
+
+
+@needs_numba
+def test_outputs_do_not_depend_on_threads_or_loops(monkeypatch):
+    """One large batch, privatized with 1, 2 and 3 threads and with the numpy loops: the same
+    texts for the same seed."""
+    mech = deniable.get_mechanism("custext", deniable.load_embedding(limit=5000), epsilon=3.0)
+    rng = np.random.default_rng(5)
+    words = list(mech.vocabulary.words[:400]) + ["Paris", "DON'T", "caf\u00e9", "x" * 70]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 60)))) + "." for _ in range(2000)]
+    monkeypatch.setattr(_bulk, "PARALLEL_MIN_TOKENS", 1000)
+    outputs = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(_kernels, "_THREADS", [n])
+        outputs.append(mech.privatize(texts, rng=9))
+    monkeypatch.setenv("DENIABLE_COMPILED", "0")
+    outputs.append(mech.privatize(texts, rng=9))
+    assert all(o == outputs[0] for o in outputs[1:])
+
+
+@needs_numba
+def test_a_small_job_does_not_load_the_compiled_loops():
+    """Loading numba costs about half a second: batches below COMPILED_MIN_CHARS characters leave
+    it unloaded, a larger one loads it."""
+    code = (
+        "import sys, deniable\n"
+        "from deniable.text import _kernels\n"
+        "m = deniable.get_mechanism('tem', deniable.load_embedding(limit=2000), epsilon=3.0)\n"
+        "m.privatize(['the cat sat on the mat ' * 1000], rng=0)\n"
+        "print('numba' in sys.modules)\n"
+        "m.privatize(['the cat sat on the mat ' * (_kernels.COMPILED_MIN_CHARS // 23 + 1)], rng=0)\n"
+        "print('numba' in sys.modules)\n"
+    )
+    env_off = {k: v for k, v in __import__("os").environ.items() if k != "DENIABLE_COMPILED"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env_off).stdout.split()
+    assert out == ["False", "True"]

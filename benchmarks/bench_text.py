@@ -7,15 +7,17 @@ round, best of ``--rounds``; the machine may be shared, so compare same-run rati
 
 * **id path**: ``mechanism.sample_ids(ids)`` on the ids of the texts' words (the ids the text
   path itself passes to the mechanism);
-* **text path**: ``mechanism.privatize(texts)``;
+* **text path**: ``mechanism.privatize(texts)``, with the text path's numpy loops and, when numba
+  is installed (``deniable[fast]``), with its compiled loops (``DENIABLE_COMPILED=0`` / ``1``);
 * their ratio (text-path words/s ÷ id-path words/s; 1.0 = text handling costs nothing);
 * **CLI**: ``deniable privatize`` in a subprocess on a file of IMDb texts (one per line), wall
   time including the interpreter's start and the embedding load, with ``--workers 1`` and
-  ``--workers 2``, and the same command on a one-line file (the fixed start-up cost); words/s end
-  to end and its ratio to the id path's words/s. The file holds the first texts of the corpus
-  with at least ``--cli-words`` words (default 100,000) and enough for about ``--cli-seconds``
-  of the mechanism's id path (at most the whole corpus), so that for a fast mechanism the file is
-  large enough for the start-up cost not to be all that is measured.
+  ``--workers 2`` on both cores, with ``--workers 1`` on one core (the process and what it
+  starts pinned to one CPU), and on a one-line file (the fixed start-up cost); words/s end to end,
+  its ratio to the id path's words/s, and the two-core speed-up (one-core seconds ÷ the faster
+  two-core run). The file holds the corpus's first texts with at least ``--cli-words`` words
+  (default 100,000) and enough for about ``--cli-seconds`` of the mechanism's id path, the whole
+  corpus again and again (at most ``--cli-max-repeat`` times) for a mechanism that needs more.
 
 Also the text work alone (a stand-in mechanism that samples nothing) against ``split_words``
 and ``str.split`` on the whole corpus. Texts: IMDb reviews from ``../shared/data`` (generated
@@ -24,7 +26,7 @@ searches) are measured on the first texts of the corpus only, enough for about
 ``--seconds`` of id-path work (at least ``--min-words``); the table gives the words used.
 
 Usage: ``python benchmarks/bench_text.py [--words 100000] [--rounds 3] [--only tem custext]
-[--no-cli] [--cli-words 100000] [--cli-seconds 10] [--json record.json]``
+[--no-cli] [--cli-words 100000] [--cli-seconds 10] [--cli-max-repeat 3] [--json record.json]``
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import numpy as np
 from _common import IMDB
 
 import deniable
-from deniable.text import privatize_texts, split_words
+from deniable.text import _kernels, privatize_texts, split_words
 
 
 class _Echo:
@@ -87,6 +89,32 @@ def _n_words(texts: list[str]) -> int:
     return sum(len(split_words(t)) // 2 for t in texts)
 
 
+def _loops(mode: str, fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run with the text path's numpy or compiled loops (``DENIABLE_COMPILED``, read at
+    each batch)."""
+
+    def run() -> object:
+        before = os.environ.get("DENIABLE_COMPILED")
+        os.environ["DENIABLE_COMPILED"] = "1" if mode == "compiled" else "0"
+        try:
+            return fn()
+        finally:
+            if before is None:
+                os.environ.pop("DENIABLE_COMPILED")
+            else:
+                os.environ["DENIABLE_COMPILED"] = before
+
+    return run
+
+
+def _numba_version() -> str | None:
+    try:
+        import numba
+    except ImportError:
+        return None
+    return str(numba.__version__)
+
+
 class _Recorder:
     """Stand-in mechanism that keeps the ids the text path passes to ``sample_ids``."""
 
@@ -116,18 +144,36 @@ def _best(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]
     return best
 
 
-def _cli_seconds(name: str, epsilon: float, texts: list[str], workers: int = 1) -> float:
+def _cli_seconds(name: str, epsilon: float, src: Path, workers: int = 1, *, one_core: bool = False) -> float:
+    """Wall seconds of ``deniable privatize src`` in a subprocess (``one_core``: allowed to run on
+    one CPU core only, with everything it starts)."""
     with tempfile.TemporaryDirectory(prefix="deniable-bench-text-") as tmp:
-        src, dst = Path(tmp) / "in.txt", Path(tmp) / "out.txt"
-        src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+        dst = Path(tmp) / "out.txt"
         exe = Path(sys.executable).with_name("deniable")  # the console script beside this Python
         cmd = [str(exe) if exe.exists() else "deniable", "privatize", str(src), "-o", str(dst), "-m", name, "-e", str(epsilon), "--seed", "0",
                "--no-progress", "--workers", str(workers)]
+        core = min(os.sched_getaffinity(0)) if one_core else None
         t = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if one_core else None)
         if done.returncode != 0:
             raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ''}")
         return time.perf_counter() - t
+
+
+def _cli_file(path: Path, corpus: list[tuple[str, int]], target: int, max_repeat: int) -> tuple[int, int]:
+    """Write the corpus's first texts (one per line) with at least ``target`` words to ``path``,
+    the whole corpus again and again (at most ``max_repeat`` times) when it has fewer; returns
+    (words, times the corpus was read)."""
+    total, times = 0, 0
+    with open(path, "w", encoding="utf-8") as out:
+        while total < target and times < max_repeat:
+            times += 1
+            for t, k in corpus:
+                if total >= target:
+                    break
+                out.write(t + "\n")
+                total += k
+    return total, times
 
 
 def _mechanisms(emb: deniable.Embedding, texts: list[str], names: list[str], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, tuple[list[str], np.ndarray, int]]]:
@@ -151,28 +197,30 @@ def _mechanisms(emb: deniable.Embedding, texts: list[str], names: list[str], arg
     return mechs, subsets
 
 
-def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, float], args: argparse.Namespace, corpus: list[tuple[str, int]]) -> dict[str, Any]:
+def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, float], args: argparse.Namespace, corpus: list[tuple[str, int]], compiled: bool) -> dict[str, Any]:
     _, _, n = subset
-    idr, txt = n / best[f"{name} id"], n / best[f"{name} text"]
-    row: dict[str, Any] = {"mechanism": name, "words": n, "id_words_per_s": idr, "text_words_per_s": txt, "text_over_id": txt / idr}
+    idr, txt = n / best[f"{name} id"], n / best[f"{name} text numpy"]
+    row: dict[str, Any] = {"mechanism": name, "words": n, "id_words_per_s": idr, "text_numpy_words_per_s": txt, "text_numpy_over_id": txt / idr}
+    if compiled:
+        txt = n / best[f"{name} text compiled"]
+        row.update(text_compiled_words_per_s=txt, text_compiled_over_id=txt / idr)
     if not args.no_cli:
-        target = max(args.cli_words, int(idr * args.cli_seconds))
-        texts, total = [], 0
-        for t, k in corpus:
-            if total >= target:
-                break
-            texts.append(t)
-            total += k
-        try:
-            startup = _cli_seconds(name, args.epsilon, texts[:1])
-            one = _cli_seconds(name, args.epsilon, texts, workers=1)
-            two = _cli_seconds(name, args.epsilon, texts, workers=2)
-        except RuntimeError as exc:  # reported in the table, the other mechanisms still run
-            row["cli_error"] = str(exc)
-            return row
-        row.update(cli_words=total, cli_startup_seconds=startup, cli_seconds=one, cli_words_per_s=total / one, cli_over_id=total / one / idr,
-                   cli2_seconds=two, cli2_words_per_s=total / two, cli2_over_id=total / two / idr)
-        print(f"  {name}: CLI on {total:,} words: {one:.2f} s (--workers 1), {two:.2f} s (--workers 2), start-up {startup:.2f} s", flush=True)
+        with tempfile.TemporaryDirectory(prefix="deniable-bench-text-") as tmp:
+            src, line = Path(tmp) / "in.txt", Path(tmp) / "one.txt"
+            total, times = _cli_file(src, corpus, max(args.cli_words, int(idr * args.cli_seconds)), args.cli_max_repeat)
+            line.write_text(corpus[0][0] + "\n", encoding="utf-8")
+            try:
+                startup = _cli_seconds(name, args.epsilon, line)
+                one = _cli_seconds(name, args.epsilon, src, workers=1)
+                two = _cli_seconds(name, args.epsilon, src, workers=2)
+                core = _cli_seconds(name, args.epsilon, src, workers=1, one_core=True)
+            except RuntimeError as exc:  # reported in the table, the other mechanisms still run
+                row["cli_error"] = str(exc)
+                return row
+        row.update(cli_words=total, cli_corpus_times=times, cli_startup_seconds=startup, cli_seconds=one, cli_words_per_s=total / one, cli_over_id=total / one / idr,
+                   cli2_seconds=two, cli2_words_per_s=total / two, cli2_over_id=total / two / idr, cli_one_core_seconds=core,
+                   two_core_speedup=core / min(one, two))
+        print(f"  {name}: CLI on {total:,} words: {one:.2f} s (--workers 1), {two:.2f} s (--workers 2), {core:.2f} s (one core), start-up {startup:.2f} s", flush=True)
     return row
 
 
@@ -188,6 +236,7 @@ def main() -> None:
     p.add_argument("--cli-words", type=int, default=100_000, help="least words of the CLI's input file")
     p.add_argument("--cli-seconds", type=float, default=10.0, help="id-path seconds of words the CLI's input holds (at most the whole corpus)")
     p.add_argument("--cli-max-words", type=int, default=12_000_000, help="words of the corpus read for the CLI's input")
+    p.add_argument("--cli-max-repeat", type=int, default=3, help="times the CLI's input may hold the corpus read (a fast mechanism's file)")
     p.add_argument("--json", default=None, help="write the raw record here")
     args = p.parse_args()
 
@@ -198,10 +247,13 @@ def main() -> None:
     print(f"texts: {len(texts):,} {what}, {n_all:,} words; epsilon {args.epsilon:g}; best of {args.rounds} interleaved rounds")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu(s), load average {os.getloadavg()[0]:.1f}; Python {platform.python_version()}, numpy {np.__version__}\n")
 
+    compiled = _kernels.compiled() is not None
+    loops = ["numpy", "compiled"] if compiled else ["numpy"]
+    print(f"text path loops: {', '.join(loops)} (compiled: numba {'installed' if compiled else 'not installed'}; {_kernels.threads()} thread(s) per large batch)\n")
     echo = _Echo(emb)
     base = _best(
         {
-            "text work only (privatize_texts, stand-in mechanism)": lambda: privatize_texts(echo, texts, rng=0),
+            **{f"text work only, {mode} loops (privatize_texts, stand-in mechanism)": _loops(mode, lambda: privatize_texts(echo, texts, rng=0)) for mode in loops},
             "split_words (tokenization alone)": lambda: [split_words(t) for t in texts],
             "str.split (whitespace only)": lambda: [t.split() for t in texts],
         },
@@ -216,26 +268,28 @@ def main() -> None:
     for name, m in mechs.items():
         sub, ids, _ = subsets[name]
         fns[f"{name} id"] = lambda m=m, ids=ids: m.sample_ids(ids, rng=0)
-        fns[f"{name} text"] = lambda m=m, sub=sub: m.privatize(sub, rng=0)
+        for mode in loops:
+            fns[f"{name} text {mode}"] = _loops(mode, lambda m=m, sub=sub: m.privatize(sub, rng=0))
     best = _best(fns, args.rounds)
     corpus: list[tuple[str, int]] = []
     if not args.no_cli:
         cli_texts, _ = _texts(args.cli_max_words)
         corpus = [(t, len(split_words(t)) // 2) for t in cli_texts]
-    rows = [_row(name, subsets[name], best, args, corpus) for name in mechs]
-    print("\n| mechanism | words | id path words/s | text path words/s | text / id |")
-    print("|---|---:|---:|---:|---:|")
+    rows = [_row(name, subsets[name], best, args, corpus, compiled) for name in mechs]
+    print("\n| mechanism | words | id path words/s | text path, numpy loops | text / id |" + (" text path, compiled loops | text / id |" if compiled else ""))
+    print("|---|---:|---:|---:|---:|" + ("---:|---:|" if compiled else ""))
     for r in rows:
-        print(f"| {r['mechanism']} | {r['words']:,} | {r['id_words_per_s']:,.0f} | {r['text_words_per_s']:,.0f} | {r['text_over_id']:.2f} |")
+        extra = f" {r['text_compiled_words_per_s']:,.0f} | {r['text_compiled_over_id']:.2f} |" if compiled else ""
+        print(f"| {r['mechanism']} | {r['words']:,} | {r['id_words_per_s']:,.0f} | {r['text_numpy_words_per_s']:,.0f} | {r['text_numpy_over_id']:.2f} |{extra}")
     if not args.no_cli:
-        print("\n| mechanism | CLI words | CLI s (one line) | `--workers 1` s | words/s | CLI / id | `--workers 2` s | words/s | CLI / id |")
+        print("\n| mechanism | CLI words | CLI s (one line) | `--workers 1` s | CLI / id | `--workers 2` s | CLI / id | one core s | two cores / one |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
             if "cli_error" in r:
                 print(f"| {r['mechanism']} | failed ({r['cli_error']}) |")
                 continue
-            print(f"| {r['mechanism']} | {r['cli_words']:,} | {r['cli_startup_seconds']:.2f} | {r['cli_seconds']:.2f} | {r['cli_words_per_s']:,.0f} | "
-                  f"{r['cli_over_id']:.2f} | {r['cli2_seconds']:.2f} | {r['cli2_words_per_s']:,.0f} | {r['cli2_over_id']:.2f} |")
+            print(f"| {r['mechanism']} | {r['cli_words']:,} | {r['cli_startup_seconds']:.2f} | {r['cli_seconds']:.2f} | {r['cli_over_id']:.2f} | "
+                  f"{r['cli2_seconds']:.2f} | {r['cli2_over_id']:.2f} | {r['cli_one_core_seconds']:.2f} | {r['two_core_speedup']:.2f} |")
     if args.json:
         record = {
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -244,7 +298,8 @@ def main() -> None:
             "data": what,
             "epsilon": args.epsilon,
             "rounds": args.rounds,
-            "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "load_average": os.getloadavg()[0], "python": platform.python_version(), "numpy": np.__version__},
+            "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "load_average": os.getloadavg()[0], "python": platform.python_version(), "numpy": np.__version__,
+                        "numba": _numba_version(), "text_threads": _kernels.threads(), "load_average_end": os.getloadavg()[0]},
             "references_words_per_s": {k: n_all / s for k, s in base.items()},
             "mechanisms": rows,
         }

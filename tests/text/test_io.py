@@ -102,3 +102,72 @@ def test_reader_errors_name_file_and_line(tmp_path):
         list(read_records(p))
     with pytest.raises(ValueError, match="format must be one of"):
         read_records(p, format="xml")
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=pieces, block=st.integers(1, 40), max_chars=st.one_of(st.none(), st.integers(1, 30)), bom=st.booleans())
+def test_plain_text_records_are_the_lines_whatever_the_blocks(tmp_path_factory, text, block, max_chars, bom):
+    """Read a block at a time (tiny blocks here: lines across blocks, long lines read on as a
+    stream), the records of a plain-text file are its lines with their line breaks, in order,
+    numbered from 1, each whole or in consecutive pieces (first ... last) of about max_chars."""
+    import deniable.text.io as text_io
+
+    path = tmp_path_factory.mktemp("blocks") / "t.txt"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    old = text_io._BLOCK
+    text_io._BLOCK = block
+    try:
+        records = list(read_records(path, max_chars=max_chars))
+    finally:
+        text_io._BLOCK = old
+    lines: list[tuple[int, str]] = []
+    for r in records:
+        if r.first:
+            lines.append((r.line, r.text))
+        else:
+            assert lines and lines[-1][0] == r.line
+            lines[-1] = (r.line, lines[-1][1] + r.text)
+        assert r.last or split_words(r.text[-1:])[1::2] == []  # a piece ends after a separator
+    expected = [ln + "\n" for ln in text.split("\n")[:-1]] + ([text.split("\n")[-1]] if text.split("\n")[-1] else [])
+    assert [t for _, t in lines] == expected
+    assert [k for k, _ in lines] == list(range(1, len(expected) + 1))
+
+
+def test_plain_text_errors_across_blocks(tmp_path, monkeypatch):
+    import deniable.text.io as text_io
+
+    monkeypatch.setattr(text_io, "_BLOCK", 5)
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"ok\nfine line\nab\0c\n")
+    with pytest.raises(DataError, match=r"bad\.txt:3: binary data"):
+        list(read_records(p))
+    p.write_bytes(b"ok\n" + b"word " * 500 + b"\xff\n")
+    with pytest.raises(DataError, match=r"bad\.txt:2: invalid UTF-8 \(byte 0xff at column 2501\)"):
+        list(read_records(p, max_chars=100))
+    p.write_bytes(b"ok\n\xc3")
+    with pytest.raises(DataError, match=r"bad\.txt:2: invalid UTF-8 \(the file ends inside"):
+        list(read_records(p))
+
+
+def test_write_batch_is_write_per_record(tmp_path):
+    for name, body in (("a.txt", "one two\nthree\n"), ("a.jsonl", '{"text": "one two"}\n{"text": "three"}\n'), ("a.csv", "id,text\n1,one two\n2,three\n")):
+        path = tmp_path / name
+        path.write_text(body, encoding="utf-8")
+        outs = []
+        for batch_write in (False, True):
+            reader = read_records(path)
+            out = io.StringIO()
+            writer = RecordWriter(out, reader)
+            for batch in batch_records(iter(reader)):
+                texts = [r.text.upper() for r in batch]
+                if batch_write:
+                    writer.write_batch(batch, texts)
+                else:
+                    for r, t in zip(batch, texts):
+                        writer.write(r, t)
+            writer.close()
+            outs.append(out.getvalue())
+        assert outs[0] == outs[1] and "ONE TWO" in outs[0]
+    reader = read_records(tmp_path / "a.txt")
+    with pytest.raises(TypeError, match="must be a string, got int"):
+        RecordWriter(io.StringIO(), reader).write_batch([], ["a", 3])

@@ -153,8 +153,7 @@ def _process(
         counts=report is not None or ledger_counts is not None,
     )
     for batch, new, counts in batches:
-        for rec, text in zip(batch, new):
-            writer.write(rec, text)
+        writer.write_batch(batch, new)
         if report is not None:
             _add_counts(report, batch, counts)
         if ledger_counts is not None:  # --ledger: words per record (and user keys), never the text

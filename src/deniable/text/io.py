@@ -41,7 +41,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -61,9 +61,10 @@ FORMATS = ("txt", "jsonl", "csv")
 #: for the slowest mechanism).
 BATCH_SIZES = (4 << 10, 16 << 10, 64 << 10, 128 << 10)
 _BOM = b"\xef\xbb\xbf"
+_BLOCK = 1 << 20  # bytes of a plain-text file read at a time
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Record:
     """One record of text, or one piece of a long record.
 
@@ -182,23 +183,71 @@ class RecordReader:
 
     # -- plain text: lines, long ones in pieces ---------------------------------------------
     def _txt(self, f: Any) -> Iterator[Record]:
+        """Lines, read a block at a time (each block's complete lines checked and decoded at
+        once); a line longer than the pieces (``max_chars``) that has not ended within the
+        block read is read on as a stream, in pieces (bounded memory)."""
         limit = -1 if self.max_chars is None else max(self.max_chars, 1024)
         n = 0
-        new_line = True
+        tail = f.read(len(_BOM))
+        self.bytes_read += len(tail)
+        if tail == _BOM:
+            tail = b""
+        while True:
+            block = f.read(_BLOCK)
+            if not block:
+                break
+            self.bytes_read += len(block)
+            data = tail + block if tail else block
+            end = data.rfind(b"\n") + 1
+            if end:
+                yield from self._txt_lines(data[:end], n)
+                n += data.count(b"\n", 0, end)
+            tail = data[end:]
+            if 0 < limit < len(tail):  # a long line: the rest of it as a stream
+                yield from self._txt_stream(f, tail, n + 1, limit)
+                n += 1
+                tail = b""
+        if tail:  # the last line, without a line break
+            yield from self._txt_lines(tail, n)
+
+    def _txt_lines(self, data: bytes, n: int) -> Iterator[Record]:
+        """The records of ``data``, whole lines (the last may lack its line break) after line
+        ``n``."""
+        try:
+            if b"\0" in data:
+                raise ValueError
+            text = data.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):  # name the first bad line
+            raws = data.split(b"\n")
+            for k, raw in enumerate(raws, start=n + 1):
+                if k == n + len(raws) and not data.endswith(b"\n") and b"\0" not in raw:  # the file's last bytes
+                    try:
+                        raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        if exc.end == len(raw) and exc.reason == "unexpected end of data":
+                            raise DataError("invalid UTF-8 (the file ends inside a multi-byte character); convert the file to UTF-8", path=self.name, line=k) from None
+                decode_line(raw, path=self.name, line=k)
+            raise AssertionError("unreachable: a bad block has a bad line") from None
+        lines = text.split("\n")
+        last = lines.pop()
+        size = self.max_chars
+        for k, line in enumerate(lines, start=n + 1):
+            record = Record(k, line + "\n")
+            yield from self._pieces(record) if size is not None and len(line) >= size else (record,)
+        self.records += len(lines)
+        if last:
+            record = Record(n + len(lines) + 1, last)
+            yield from self._pieces(record) if size is not None and len(last) > size else (record,)
+            self.records += 1
+
+    def _txt_stream(self, f: Any, raw: bytes, n: int, limit: int) -> Iterator[Record]:
+        """Line ``n``, whose first ``raw`` bytes were read, read on ``limit`` bytes at a time and
+        given in pieces of about ``max_chars`` characters, each ending after a separator."""
         first = True
         pending = ""
-        offset = 0  # bytes of the current line before ``raw``
+        offset = 0  # bytes of the line before ``raw``
         decoder = codecs.getincrementaldecoder("utf-8")()
-        while True:
-            raw = f.readline(limit)
-            if not raw:
-                break
-            self.bytes_read += len(raw)
-            if new_line:
-                n += 1
-                offset = 0
-                if n == 1 and raw.startswith(_BOM):
-                    raw = raw[3:]
+        while raw:
             if b"\0" in raw:
                 raise DataError("binary data (NUL byte); expected UTF-8 text", path=self.name, line=n)
             complete = raw.endswith(b"\n")
@@ -210,25 +259,22 @@ class RecordReader:
                     f"invalid UTF-8 (byte 0x{exc.object[exc.start]:02x} at column {col}); convert the file to UTF-8", path=self.name, line=n
                 ) from None
             offset += len(raw)
-            new_line = complete
-            if complete:
-                yield Record(n, pending + text if pending else text, first=first, last=True)
-                self.records += 1
-                pending, first = "", True
-                continue
             pending += text
+            if complete:
+                break
             if self.max_chars is not None and len(pending) >= self.max_chars:
                 cut = last_cut(pending)
                 if cut:
                     yield Record(n, pending[:cut], first=first, last=False)
                     pending, first = pending[cut:], False
+            raw = f.readline(limit)
+            self.bytes_read += len(raw)
         try:
             pending += decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             raise DataError("invalid UTF-8 (the file ends inside a multi-byte character); convert the file to UTF-8", path=self.name, line=n) from None
-        if pending or not first:
-            yield Record(n, pending, first=first, last=True)
-            self.records += 1
+        yield Record(n, pending, first=first, last=True)
+        self.records += 1
 
     def _lines(self, f: Any) -> Iterator[tuple[int, str]]:
         for n, raw in enumerate(f, start=1):
@@ -377,6 +423,18 @@ class RecordWriter:
             if record.last:
                 rest = row[col + 1 :]
                 self.out.write('"' + ("," + _csv_join(rest) if rest else "") + "\n")
+
+    def write_batch(self, records: Sequence[Record], texts: Sequence[str]) -> None:
+        """:meth:`write` each record with its text, in order (plain text: all at once)."""
+        if self.format != "txt":
+            for record, text in zip(records, texts):
+                self.write(record, text)
+            return
+        try:
+            self.out.write("".join(texts))
+        except TypeError:
+            bad = next(t for t in texts if not isinstance(t, str))
+            raise TypeError(f"text must be a string, got {type(bad).__name__}") from None
 
     def close(self) -> None:
         """Finish the output (the CSV header of an input without rows)."""

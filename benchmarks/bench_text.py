@@ -224,6 +224,25 @@ def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, f
     return row
 
 
+def _tables(rows: list[dict[str, Any]], compiled: bool, *, cli: bool) -> None:
+    """The text-path table and, with ``cli``, the command-line table of ``rows``."""
+    print("\n| mechanism | words | id path words/s | text path, numpy loops | text / id |" + (" text path, compiled loops | text / id |" if compiled else ""))
+    print("|---|---:|---:|---:|---:|" + ("---:|---:|" if compiled else ""))
+    for r in rows:
+        extra = f" {r['text_compiled_words_per_s']:,.0f} | {r['text_compiled_over_id']:.2f} |" if compiled else ""
+        print(f"| {r['mechanism']} | {r['words']:,} | {r['id_words_per_s']:,.0f} | {r['text_numpy_words_per_s']:,.0f} | {r['text_numpy_over_id']:.2f} |{extra}")
+    if not cli:
+        return
+    print("\n| mechanism | CLI words | CLI s (one line) | `--workers 1` s | CLI / id | `--workers 2` s | CLI / id | one core s | two cores / one |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if "cli_error" in r:
+            print(f"| {r['mechanism']} | failed ({r['cli_error']}) |")
+            continue
+        print(f"| {r['mechanism']} | {r['cli_words']:,} | {r['cli_startup_seconds']:.2f} | {r['cli_seconds']:.2f} | {r['cli_over_id']:.2f} | "
+              f"{r['cli2_seconds']:.2f} | {r['cli2_over_id']:.2f} | {r['cli_one_core_seconds']:.2f} | {r['two_core_speedup']:.2f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--words", type=int, default=100_000, help="words of text (whole texts, at least this many)")
@@ -238,7 +257,14 @@ def main() -> None:
     p.add_argument("--cli-max-words", type=int, default=12_000_000, help="words of the corpus read for the CLI's input")
     p.add_argument("--cli-max-repeat", type=int, default=3, help="times the CLI's input may hold the corpus read (a fast mechanism's file)")
     p.add_argument("--json", default=None, help="write the raw record here")
+    p.add_argument("--render", default=None, help="print the tables of this record (written by --json) and stop")
     args = p.parse_args()
+    if args.render:
+        record = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        rows = record["mechanisms"]
+        _tables(rows, "text_compiled_words_per_s" in rows[0], cli="cli_seconds" in rows[0] or "cli_error" in rows[0])
+        return
+    load_start = os.getloadavg()[0]
 
     emb = deniable.load_embedding()
     texts, what = _texts(args.words)
@@ -276,20 +302,7 @@ def main() -> None:
         cli_texts, _ = _texts(args.cli_max_words)
         corpus = [(t, len(split_words(t)) // 2) for t in cli_texts]
     rows = [_row(name, subsets[name], best, args, corpus, compiled) for name in mechs]
-    print("\n| mechanism | words | id path words/s | text path, numpy loops | text / id |" + (" text path, compiled loops | text / id |" if compiled else ""))
-    print("|---|---:|---:|---:|---:|" + ("---:|---:|" if compiled else ""))
-    for r in rows:
-        extra = f" {r['text_compiled_words_per_s']:,.0f} | {r['text_compiled_over_id']:.2f} |" if compiled else ""
-        print(f"| {r['mechanism']} | {r['words']:,} | {r['id_words_per_s']:,.0f} | {r['text_numpy_words_per_s']:,.0f} | {r['text_numpy_over_id']:.2f} |{extra}")
-    if not args.no_cli:
-        print("\n| mechanism | CLI words | CLI s (one line) | `--workers 1` s | CLI / id | `--workers 2` s | CLI / id | one core s | two cores / one |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for r in rows:
-            if "cli_error" in r:
-                print(f"| {r['mechanism']} | failed ({r['cli_error']}) |")
-                continue
-            print(f"| {r['mechanism']} | {r['cli_words']:,} | {r['cli_startup_seconds']:.2f} | {r['cli_seconds']:.2f} | {r['cli_over_id']:.2f} | "
-                  f"{r['cli2_seconds']:.2f} | {r['cli2_over_id']:.2f} | {r['cli_one_core_seconds']:.2f} | {r['two_core_speedup']:.2f} |")
+    _tables(rows, compiled, cli=not args.no_cli)
     if args.json:
         record = {
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -298,7 +311,7 @@ def main() -> None:
             "data": what,
             "epsilon": args.epsilon,
             "rounds": args.rounds,
-            "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "load_average": os.getloadavg()[0], "python": platform.python_version(), "numpy": np.__version__,
+            "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "load_average": load_start, "python": platform.python_version(), "numpy": np.__version__,
                         "numba": _numba_version(), "text_threads": _kernels.threads(), "load_average_end": os.getloadavg()[0]},
             "references_words_per_s": {k: n_all / s for k, s in base.items()},
             "mechanisms": rows,

@@ -351,7 +351,7 @@ def assemble(
     special = cand[sampled[cand] & (~plain | ((batch.clitic[cand] != 0) & table.word_clitic[c]))]
     rendered = _rendered(batch, chosen, cases, special, words, render, n_cases)
     kernels = compiled(load=False)  # (loaded by scan for a large batch)
-    if kernels is not None:
+    if kernels is not None and table.word_span is not None:
         return _write_compiled(kernels["write"], table, batch, chosen, sampled, cases, special, keep=keep, rendered=rendered)
     direct = sampled.copy()
     direct[special] = False
@@ -419,7 +419,7 @@ def _write_compiled(
     def part(k: int) -> Callable[[], None]:
         i, j = texts_at[k], texts_at[k + 1]
         return lambda: write(b64, batch.starts, batch.ends, batch.clitic, batch.text_starts[i:j], batch.text_ends[i:j], first[i : j + 1], sampled, keep,
-                             is_special, int(specials_before[k]), chosen, cases, table.word_start, table.word_len, w64, offsets, rlen, e64, _UPPER, outs[k], _u64(outs[k]), bounds[k])
+                             is_special, int(specials_before[k]), chosen, cases, table.word_span, w64, offsets, rlen, e64, _UPPER, outs[k], _u64(outs[k]), bounds[k])
 
     run_parallel([part(k) for k in range(len(outs))])
     return [t for o, b in zip(outs, bounds) for t in _texts_of(o, b)]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -197,7 +196,7 @@ def _copy(dst: np.ndarray, q: int, src: np.ndarray, a: int, n: int) -> int:  # p
 
 def _write(
     b64: np.ndarray, starts: np.ndarray, ends: np.ndarray, clitic: np.ndarray, text_starts: np.ndarray, text_ends: np.ndarray, first: np.ndarray,
-    sampled: np.ndarray, keep: bool, special: np.ndarray, k: int, chosen: np.ndarray, cases: np.ndarray, word_start: np.ndarray, word_len: np.ndarray,
+    sampled: np.ndarray, keep: bool, special: np.ndarray, k: int, chosen: np.ndarray, cases: np.ndarray, word_span: np.ndarray,
     w64: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, e64: np.ndarray, upper_table: np.ndarray, out: np.ndarray, o64: np.ndarray, bounds: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """The output texts, one after the other, into ``out`` (``o64``: its 8-byte integers), and
@@ -205,7 +204,7 @@ def _write(
     token ``t`` (tokens ``first[i]`` to ``first[i+1]`` of text ``i``): a ``special`` token's
     rendered string (the ``k``-th of ``offsets``, ``lengths`` in ``e64``, counting on), a token
     not ``sampled`` its input if ``keep`` else nothing, any other the bytes of vocabulary word
-    ``chosen[t]`` (``w64``, ``word_start``, ``word_len``; after a space in a clitic's place),
+    ``chosen[t]`` (``w64`` from ``word_span[w] >> 24``, ``word_span[w] & 0xFFFFFF`` bytes; after a space in a clitic's place),
     in title (``cases[t]`` 1) or upper case (2) when asked (an ASCII word: it is not special)."""
     q = 0
     for i in range(text_starts.size):
@@ -227,7 +226,8 @@ def _write(
                     q += 1
                 w = chosen[t]
                 at = q
-                q = _copy(o64, q, w64, word_start[w], word_len[w])
+                span = word_span[w]  # start << 24 | length: one memory read
+                q = _copy(o64, q, w64, span >> 24, span & 0xFFFFFF)
                 cs = cases[t]
                 if cs == 1 and q > at:
                     out[at] = upper_table[out[at]]
@@ -313,6 +313,8 @@ def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
     with _POOL_LOCK:
         pool = _POOL[0]
         if pool is None or _POOL[1] < len(tasks) - 1:
+            from concurrent.futures import ThreadPoolExecutor
+
             pool = _POOL[0] = ThreadPoolExecutor(max_workers=len(tasks) - 1, thread_name_prefix="deniable-text")
             _POOL[1] = len(tasks) - 1
     futures = [pool.submit(t) for t in tasks[1:]]

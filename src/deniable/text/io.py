@@ -79,6 +79,8 @@ class Record:
         Whether this is the first / the last piece of its record (both True for a whole record).
     frame
         What the writer needs to put the text back (format-specific; treat as opaque).
+
+    Treat a record as read-only (it is not frozen, which makes it cheaper to create).
     """
 
     line: int

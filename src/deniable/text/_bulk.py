@@ -166,14 +166,19 @@ def _batch(raw: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, cl
     return Batch(buf, starts, ends, clitic, kind, text_starts, text_starts + lens, np.diff(first), wide, wide_tokens)
 
 
-def scan(table: VocabTable, texts: Sequence[str], *, lower: bool) -> tuple[Batch, np.ndarray, np.ndarray]:
-    """:func:`tokenize`, :func:`lookup` and :func:`case_codes` of ``texts`` in one call: with
-    numba, one compiled pass (:mod:`deniable.text._kernels`) decides every token but those with a
-    non-ASCII or NUL byte or more than 8 bytes, which the numpy functions decide."""
+def scan(table: VocabTable, texts: Sequence[str], *, lower: bool, cased: bool = True) -> tuple[Batch, np.ndarray, np.ndarray]:
+    """:func:`tokenize`, :func:`lookup` and :func:`case_codes` of ``texts`` in one call. With the
+    compiled loops (:mod:`deniable.text._kernels`; loaded for a batch of
+    :data:`~deniable.text._kernels.COMPILED_MIN_CHARS` characters or more), one pass over the
+    word runs, cut between threads at text boundaries, decides every token but those with a
+    non-ASCII or NUL byte, more than :data:`~deniable.text._vocab_table.MAX_WIDTH` bytes or a
+    hash shared by keys: those are looked up one by one (and cased by ``case_pattern``), as the
+    per-token path does; without them, the numpy functions. ``cased=False``: every case code 0
+    (lower case)."""
     kernels = compiled(load=sum(map(len, texts)) >= COMPILED_MIN_CHARS)
     if kernels is None:
         batch = tokenize(texts)
-        return batch, lookup(table, batch, lower=lower), case_codes(batch)
+        return batch, lookup(table, batch, lower=lower), case_codes(batch) if cased else np.zeros(batch.starts.size, dtype=np.int64)
     raw, buf, isword, _, text_starts, lens = _buffer(texts)
     edges = np.flatnonzero(isword[1:] != isword[:-1]) + 1
     runs = edges.size // 2
@@ -196,6 +201,9 @@ def scan(table: VocabTable, texts: Sequence[str], *, lower: bool) -> tuple[Batch
     rest = np.flatnonzero(ids == -2)  # a non-ASCII or NUL byte, more than MAX_WIDTH bytes, a shared hash
     if rest.size:
         ids[rest] = _one_by_one(table, [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts[rest].tolist(), ends[rest].tolist())], lower)
+    if not cased:
+        cases[:] = 0
+        return batch, ids, cases
     rest = np.flatnonzero(cases < 0)  # non-ASCII, or more than MAX_WIDTH bytes
     if rest.size:
         cases[rest] = [_CASE_INDEX[case_pattern(raw[a:b].decode("utf-8", "surrogatepass"))] for a, b in zip(starts[rest].tolist(), ends[rest].tolist())]

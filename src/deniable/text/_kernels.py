@@ -1,20 +1,22 @@
 """Compiled loops of the bulk text path, used when numba is installed (``pip install
 deniable[fast]``); without it :mod:`deniable.text._bulk` does the same work with numpy.
 
-Two loops replace the numpy passes whose cost is one random memory access per word:
+Two loops replace the numpy passes over the tokens of a batch:
 
-* :func:`scan` walks a batch's UTF-8 buffer once and gives every token (the word runs of
-  :func:`~deniable.text.tokenize.split_words`, clitics cut where it cuts them), its vocabulary
-  id and its case code, for the tokens it can decide alone: an ASCII token of at most 8 bytes
-  without a NUL byte (looked up in :class:`~deniable.text._vocab_table.VocabTable`'s hash tables
-  exactly as :meth:`~deniable.text._vocab_table.VocabTable.find_short` does) and every clitic.
-  The others (a non-ASCII byte, a NUL byte, more than 8 bytes) are marked and left to the numpy
-  look-up, so both paths give the same ids by construction of one set of tables.
-* :func:`write` copies the output: separators from the input, each token's output from the
+* :func:`_scan` walks the word runs of a batch's UTF-8 buffer (the runs of
+  :func:`~deniable.text.tokenize.split_words`, each clitic's boundary moved where it moves it)
+  and gives every token its vocabulary id and case code where its bytes decide them: an ASCII
+  token without a NUL byte, looked up in :class:`~deniable.text._vocab_table.VocabTable`'s hash
+  tables as :meth:`~deniable.text._vocab_table.VocabTable.find_short` and
+  :meth:`~deniable.text._vocab_table.VocabTable.find_long` do (the same tables, the same hash
+  functions, compiled), and every clitic. The others are marked and looked up one by one.
+* :func:`_write` copies the output: separators from the input, each token's output from the
   input (kept), the vocabulary's bytes (upper-cased in place for a title or upper-case ASCII
   word) or rendered strings.
 
-The kernels sample nothing. ``DENIABLE_COMPILED=0`` in the environment turns them off.
+A large batch is cut between threads at text boundaries (:func:`run_parallel`; the loops
+release the GIL). Nothing here samples. ``DENIABLE_COMPILED=0`` in the environment turns the
+loops off, ``=1`` loads them for any batch; ``DENIABLE_TEXT_THREADS`` sets the threads.
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ def _scan(
 ) -> None:  # pragma: no cover - compiled
     """Token ``t`` of the word runs ``[edges[2t], edges[2t+1])`` of ``buf`` (``v64``: the 8-byte
     integer at each byte), with each clitic's boundary moved, into the output arrays. ``ids``: -2
-    for a token left to the numpy look-up; ``cases``: -1 for one left to ``case_pattern``
-    (non-ASCII, or more than ``max_width`` bytes)."""
+    for a token to look up one by one (a non-ASCII or NUL byte, more than ``max_width`` bytes, a
+    hash shared by keys); ``cases``: -1 for one left to ``case_pattern`` (non-ASCII, or more than
+    ``max_width`` bytes)."""
     ones, high = np.uint64(_ONES), _HIGH
     next_start = -1  # where the next run starts instead, when a clitic moves its boundary
     next_kind = -1

@@ -304,9 +304,7 @@ def _privatize_bulk(
     gen = as_generator(rng)
     vocab = mechanism.vocabulary
     preserve = bool(vocab.uncased) and case == "preserve"
-    batch, ids, cases = _bulk.scan(table, texts, lower=bool(vocab.uncased))
-    if not preserve:
-        cases = np.zeros(batch.starts.size, dtype=np.int64)
+    batch, ids, cases = _bulk.scan(table, texts, lower=bool(vocab.uncased), cased=preserve)
     chosen, sample, own = _sample_batch(mechanism, ids, batch.counts, gen=gen, oov=oov, stats=stats, privatized_per_text=privatized_per_text, stacklevel=4)
     if not len(ids):
         return list(texts)

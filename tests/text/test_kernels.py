@@ -78,3 +78,23 @@ def test_a_small_job_does_not_load_the_compiled_loops():
     env_off = {k: v for k, v in __import__("os").environ.items() if k != "DENIABLE_COMPILED"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env_off).stdout.split()
     assert out == ["False", "True"]
+
+
+@needs_numba
+def test_no_writable_cache_folder_compiles_in_each_process(monkeypatch):
+    """Where numba finds no folder to cache compiled code in, it refuses ``cache=True`` at once;
+    the loops are then compiled without a cache instead of failing."""
+    calls = []
+
+    def jit_all(numba, *, cache):
+        calls.append(cache)
+        if cache:
+            raise RuntimeError("cannot cache function '_scan': no locator available for file '_kernels.py'")
+        return {"scan": "scan", "write": "write"}
+
+    monkeypatch.setattr(_kernels, "_jit_all", jit_all)
+    monkeypatch.setattr(_kernels, "_COMPILED", {})
+    monkeypatch.delenv("DENIABLE_COMPILED", raising=False)
+    assert _kernels.compiled(load=False) is None and calls == []
+    assert _kernels.compiled() == {"scan": "scan", "write": "write"} and calls == [True, False]
+    assert _kernels.compiled(load=False) == {"scan": "scan", "write": "write"}

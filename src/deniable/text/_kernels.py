@@ -55,12 +55,12 @@ def lower_packed(x: Any) -> Any:
     return x | (upper >> np.uint64(2))
 
 
-# what the compiled loops call: compiled by compiled() (numba compiles a call to a global at the
+# what the compiled loops call: compiled by _jit_all (numba compiles a call to a global at the
 # global's value then)
 _has_lower, _lower, _hash_step, _hash_finish = has_lowercase, lower_packed, hash_step, hash_finish
 
 
-def _probe(pairs: np.ndarray, key: np.uint64, slot: np.uint64, mask: np.uint64) -> int:  # pragma: no cover - compiled
+def _probe_table(pairs: np.ndarray, key: np.uint64, slot: np.uint64, mask: np.uint64) -> int:  # pragma: no cover - compiled
     """The value of ``key`` in a :class:`~deniable.text._vocab_table.HashTable` (``pairs``: its
     slots' keys and values, interleaved), probing from its home ``slot`` on; -1: not a key."""
     two = np.uint64(2)
@@ -71,7 +71,7 @@ def _probe(pairs: np.ndarray, key: np.uint64, slot: np.uint64, mask: np.uint64) 
     return -1
 
 
-def _find_long(
+def _find_long_key(
     buf: np.ndarray, v64: np.ndarray, masks: np.ndarray, s: int, m: int, head: np.uint64, lower: bool, width: int, pairs: np.ndarray,
     shift: np.uint64, mask: np.uint64, rows: np.ndarray, ids: np.ndarray, shared: np.ndarray, words: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
@@ -103,6 +103,9 @@ def _find_long(
         if rows[row, w] != words[w]:
             return -1
     return ids[row]
+
+
+_probe, _find_long = _probe_table, _find_long_key  # (compiled by _jit_all, as above)
 
 
 def _scan(
@@ -188,13 +191,16 @@ def _scan(
         ids[t] = _probe(pairs, x, h >> shift, mask)
 
 
-def _copy(dst: np.ndarray, q: int, src: np.ndarray, a: int, n: int) -> int:  # pragma: no cover - compiled
+def _copy_bytes(dst: np.ndarray, q: int, src: np.ndarray, a: int, n: int) -> int:  # pragma: no cover - compiled
     """Copy ``n`` bytes at ``a`` to ``q``, 8 at a time (``dst`` and ``src``: the 8-byte integers
     at each byte of padded buffers; up to 7 bytes past ``q + n`` are overwritten). Returns
     ``q + n``."""
     for j in range(0, n, 8):
         dst[q + j] = src[a + j]
     return q + n
+
+
+_copy = _copy_bytes  # (compiled by _jit_all, as above)
 
 
 def _write(
@@ -242,6 +248,7 @@ def _write(
 
 
 _COMPILED: dict[str, Any] = {}
+_LOAD_LOCK = threading.Lock()
 
 
 #: Characters of text in a batch from which the compiled loops are loaded (importing numba and
@@ -251,29 +258,42 @@ COMPILED_MIN_CHARS = 1 << 18
 
 
 def compiled(*, load: bool = True) -> dict[str, Callable[..., Any]] | None:
-    """The compiled ``scan`` and ``write`` (compiled on first use, cached on disk by numba), or
-    None without numba, with ``DENIABLE_COMPILED=0``, or when they are not loaded yet and
-    ``load`` is false. ``DENIABLE_COMPILED=1`` loads them whatever ``load`` says."""
+    """The compiled ``scan`` and ``write`` (compiled on first use, cached on disk by numba where
+    it finds a writable folder), or None without numba, with ``DENIABLE_COMPILED=0``, or when
+    they are not loaded yet and ``load`` is false. ``DENIABLE_COMPILED=1`` loads them whatever
+    ``load`` says."""
     setting = os.environ.get("DENIABLE_COMPILED", "")
     if setting == "0":
         return None
     if not _COMPILED:
         if not load and setting != "1":
             return None
-        try:
-            import numba
-        except ImportError:
-            _COMPILED["none"] = None
-            return None
-        cache = os.environ.get("DENIABLE_NUMBA_NOCACHE") is None
-        jit = numba.njit(cache=cache, nogil=True, boundscheck=False)
-        inline = numba.njit(cache=cache, nogil=True, boundscheck=False, inline="always")  # (numba does not inline calls by itself)
-        global _has_lower, _lower, _hash_step, _hash_finish, _copy, _probe, _find_long  # the compiled loops call the compiled helpers
-        _has_lower, _lower, _hash_step, _hash_finish = inline(has_lowercase), inline(lower_packed), inline(hash_step), inline(hash_finish)
-        _copy, _probe = inline(_copy), inline(_probe)
-        _find_long = jit(_find_long)
-        _COMPILED["kernels"] = {"scan": jit(_scan), "write": jit(_write)}
-    return _COMPILED.get("kernels")
+        with _LOAD_LOCK:
+            if not _COMPILED:
+                _COMPILED.update(_load())
+    return _COMPILED["kernels"]
+
+
+def _load() -> dict[str, Any]:
+    try:
+        import numba
+    except ImportError:
+        return {"kernels": None}
+    try:
+        return {"kernels": _jit_all(numba, cache=True)}
+    except RuntimeError:  # numba finds no writable cache folder ("no locator available"): compile in each process
+        return {"kernels": _jit_all(numba, cache=False)}
+
+
+def _jit_all(numba: Any, *, cache: bool) -> dict[str, Callable[..., Any]]:
+    """Compile the loops and the helpers they call (numba compiles a call to a global at the
+    global's value then, and inlines only what it is told to)."""
+    jit = numba.njit(cache=cache, nogil=True, boundscheck=False)
+    inline = numba.njit(cache=cache, nogil=True, boundscheck=False, inline="always")
+    global _has_lower, _lower, _hash_step, _hash_finish, _copy, _probe, _find_long
+    _has_lower, _lower, _hash_step, _hash_finish = inline(has_lowercase), inline(lower_packed), inline(hash_step), inline(hash_finish)
+    _copy, _probe, _find_long = inline(_copy_bytes), inline(_probe_table), jit(_find_long_key)
+    return {"scan": jit(_scan), "write": jit(_write)}
 
 
 #: Tokens in a batch from which the compiled loops split it between threads.

@@ -171,3 +171,27 @@ def test_write_batch_is_write_per_record(tmp_path):
     reader = read_records(tmp_path / "a.txt")
     with pytest.raises(TypeError, match="must be a string, got int"):
         RecordWriter(io.StringIO(), reader).write_batch([], ["a", 3])
+
+
+def test_plain_text_lines_from_a_pipe_are_not_held_back(tmp_path):
+    """A pipe's lines are read as they come (a block is what the pipe has), so a slow producer's
+    records are not held until a full block or the end of the input."""
+    import os
+    import threading
+
+    from deniable.text.io import RecordReader
+
+    r, w = os.pipe()
+    got: list = []
+    reader = RecordReader(tmp_path / "unused.txt", format="txt")
+    with os.fdopen(r, "rb") as f, os.fdopen(w, "wb") as out:
+        out.write(b"first line\nsecond")
+        out.flush()
+        records = reader._txt(f)
+        t = threading.Thread(target=lambda: got.append(next(records)), daemon=True)
+        t.start()
+        t.join(timeout=10)
+        assert got and got[0].text == "first line\n" and got[0].line == 1  # the writer is still open
+        out.write(b" half\n")
+        out.close()
+        assert [(x.line, x.text) for x in records] == [(2, "second half\n")]

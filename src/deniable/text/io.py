@@ -186,31 +186,33 @@ class RecordReader:
     # -- plain text: lines, long ones in pieces ---------------------------------------------
     def _txt(self, f: Any) -> Iterator[Record]:
         """Lines, read a block at a time (each block's complete lines checked and decoded at
-        once); a line longer than the pieces (``max_chars``) that has not ended within the
-        block read is read on as a stream, in pieces (bounded memory)."""
+        once; a block is what the stream has, up to :data:`_BLOCK` bytes, so a pipe's lines are
+        not held back); a line longer than the pieces (``max_chars``) that has not ended within
+        the blocks read is read on as a stream, in pieces (bounded memory)."""
         limit = -1 if self.max_chars is None else max(self.max_chars, 1024)
+        read = getattr(f, "read1", f.read)
         n = 0
-        tail = f.read(len(_BOM))
-        self.bytes_read += len(tail)
-        if tail == _BOM:
-            tail = b""
+        head = f.read(len(_BOM))
+        self.bytes_read += len(head)
+        tail = bytearray() if head == _BOM else bytearray(head)
         while True:
-            block = f.read(_BLOCK)
+            block = read(_BLOCK)
             if not block:
                 break
             self.bytes_read += len(block)
-            data = tail + block if tail else block
-            end = data.rfind(b"\n") + 1
+            tail += block
+            end = tail.rfind(b"\n") + 1
             if end:
-                yield from self._txt_lines(data[:end], n)
-                n += data.count(b"\n", 0, end)
-            tail = data[end:]
+                data = bytes(tail[:end])
+                del tail[:end]
+                yield from self._txt_lines(data, n)
+                n += data.count(b"\n")
             if 0 < limit < len(tail):  # a long line: the rest of it as a stream
-                yield from self._txt_stream(f, tail, n + 1, limit)
+                yield from self._txt_stream(f, bytes(tail), n + 1, limit)
                 n += 1
-                tail = b""
+                tail.clear()
         if tail:  # the last line, without a line break
-            yield from self._txt_lines(tail, n)
+            yield from self._txt_lines(bytes(tail), n)
 
     def _txt_lines(self, data: bytes, n: int) -> Iterator[Record]:
         """The records of ``data``, whole lines (the last may lack its line break) after line

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..embeddings.embedding import Vocabulary
 from ..errors import PrivacyWarning
+from ..text._kernels import set_threads
 from ..text.privatize import privatize_texts
 
 __all__ = ["worker_main"]
@@ -115,6 +116,7 @@ def _group(conn: Any, vocabulary: Vocabulary, batches: list[list[str]], oov: str
 def worker_main(conn: Any, words: list[str]) -> None:
     """A worker process's loop: a message ``(batches, oov, case, want_counts)`` is answered
     with ``("ids", ...)`` then ``("done", ...)`` (or ``("error", exception)``); None stops it."""
+    set_threads(1)  # the workers share the cores: one thread each for the text path's compiled loops
     vocabulary = _WordList(words)
     try:
         msg = conn.recv()

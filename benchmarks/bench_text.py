@@ -49,6 +49,7 @@ import numpy as np
 from _common import IMDB
 
 import deniable
+from deniable import _threads
 from deniable.text import _kernels, privatize_texts, split_words
 
 
@@ -275,7 +276,7 @@ def main() -> None:
 
     compiled = _kernels.compiled() is not None
     loops = ["numpy", "compiled"] if compiled else ["numpy"]
-    print(f"text path loops: {', '.join(loops)} (compiled: numba {'installed' if compiled else 'not installed'}; {_kernels.threads()} thread(s) per large batch)\n")
+    print(f"text path loops: {', '.join(loops)} (compiled: numba {'installed' if compiled else 'not installed'}; {_threads.threads()} thread(s) per large batch)\n")
     echo = _Echo(emb)
     base = _best(
         {
@@ -312,7 +313,7 @@ def main() -> None:
             "epsilon": args.epsilon,
             "rounds": args.rounds,
             "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "load_average": load_start, "python": platform.python_version(), "numpy": np.__version__,
-                        "numba": _numba_version(), "text_threads": _kernels.threads(), "load_average_end": os.getloadavg()[0]},
+                        "numba": _numba_version(), "text_threads": _threads.threads(), "load_average_end": os.getloadavg()[0]},
             "references_words_per_s": {k: n_all / s for k, s in base.items()},
             "mechanisms": rows,
         }

@@ -179,17 +179,18 @@ def test_worker_errors_stop_every_worker(emb, monkeypatch):
 def test_the_text_paths_helper_threads_do_not_rule_out_forking(emb, monkeypatch):
     """A large batch cut between the text path's helper threads leaves them idle in this
     process; forking stops them first, so whole-pipeline workers still start."""
+    from deniable import _threads
     from deniable.text import _bulk, _kernels, privatize
 
     if _kernels.compiled() is None:
         pytest.skip("numba is not installed")
     monkeypatch.setattr(_bulk, "PARALLEL_MIN_TOKENS", 1)
-    monkeypatch.setattr(_kernels, "_THREADS", [2])
+    monkeypatch.setattr(_threads, "_THREADS", [2])
     monkeypatch.setattr(privatize, "BULK_MIN_CHARS", 0)
     mech = get_mechanism("tem", emb, epsilon=3.0)
     mech.privatize(["the cat sat on the mat"] * 50, rng=0)
-    assert any(t.name.startswith("deniable-text") for t in threading.enumerate())
+    assert any(t.name.startswith(_threads.THREAD_PREFIX) for t in threading.enumerate())
     assert fork_refusal(mech) is None
-    assert not any(t.name.startswith("deniable-text") for t in threading.enumerate())
+    assert not any(t.name.startswith(_threads.THREAD_PREFIX) for t in threading.enumerate())
     bl = batches(20)
     assert run(mech, 2, BatchStreams(2), bl)[3] == "whole"

@@ -103,6 +103,34 @@ def test_faiss_flat_matches_exact():
     assert got.shape == (500,) and ((got >= 0) & (got < 2000)).all()
 
 
+def test_faiss_search_in_threads_gives_the_same_ids(monkeypatch):
+    """A large batch cut between helper threads (one OpenMP thread each) finds what one call
+    finds, row for row, for search and k-NN."""
+    pytest.importorskip("faiss")
+    from deniable import _threads
+    from deniable.binary import hamming
+
+    rng = np.random.default_rng(10)
+    codes, q = pack_bits(rng.random((3000, 24)) < 0.5), pack_bits(rng.random((1000, 24)) < 0.5)
+    u = rng.random(1000)
+    flat = make_hamming_index("faiss-flat", codes)
+    monkeypatch.setattr(_threads, "_THREADS", [1])
+    one, (ids1, d1) = flat.search(q, ties=u), flat.knn(q, 9)
+    parts: list[int] = []
+    run = _threads.run_parallel
+    monkeypatch.setattr(hamming, "run_parallel", lambda tasks: (parts.append(len(tasks)), run(tasks))[1])
+    monkeypatch.setattr(hamming, "PARALLEL_MIN_QUERIES", 100)
+    monkeypatch.setattr(_threads, "_THREADS", [3])
+    assert np.array_equal(flat.search(q, ties=u), one)
+    ids3, d3 = flat.knn(q, 9)
+    assert np.array_equal(ids3, ids1) and np.array_equal(d3, d1)
+    assert parts == [3, 3]
+    monkeypatch.setattr(hamming, "PARALLEL_MIN_QUERIES", 600)  # 1000 queries: one part of at least 600
+    flat.search(q, ties=u)
+    assert parts == [3, 3]
+    _threads.stop_threads()
+
+
 @pytest.mark.parametrize("memory", [64 << 20, 1 << 16])
 def test_gemm_and_popcount_engines_agree(monkeypatch, memory):
     """The BLAS (±1 matrix product) engine and the popcount engine give identical distances and,

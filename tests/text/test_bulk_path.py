@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import deniable
-from deniable import Embedding, PrivacyWarning
+from deniable import Embedding, PrivacyWarning, _threads
 from deniable.text import _bulk, _kernels, _vocab_table, privatize_texts, split_words
 from deniable.text import privatize as privatize_module
 from deniable.text.privatize import ObservedSampler, _privatize_reference
@@ -64,7 +64,7 @@ def always_bulk(request, monkeypatch):
         pytest.skip("numba is not installed: no compiled text path")
     else:  # every batch of several texts cut between three threads
         monkeypatch.setattr(_bulk, "PARALLEL_MIN_TOKENS", 1)
-        monkeypatch.setattr(_kernels, "_THREADS", [3])
+        monkeypatch.setattr(_threads, "_THREADS", [3])
     return request.param
 
 

@@ -5,43 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 import deniable
+from deniable import _threads
 from deniable.text import _bulk, _kernels
 
 needs_numba = pytest.mark.skipif(_kernels.compiled() is None, reason="numba is not installed (or DENIABLE_COMPILED=0)")
-
-
-def test_thread_count_from_setting_environment_and_cores(monkeypatch):
-    monkeypatch.setattr(_kernels, "_THREADS", [None])
-    monkeypatch.setenv("DENIABLE_TEXT_THREADS", "3")
-    assert _kernels.threads() == 3
-    _kernels.set_threads(2)
-    assert _kernels.threads() == 2
-    _kernels.set_threads(None)
-    monkeypatch.delenv("DENIABLE_TEXT_THREADS")
-    assert 1 <= _kernels.threads() <= 4
-    with pytest.raises(ValueError, match="at least 1"):
-        _kernels.set_threads(0)
-
-
-def test_run_parallel_runs_every_task_and_raises_a_helpers_error():
-    done = []
-    _kernels.run_parallel([lambda i=i: done.append(i) for i in range(3)])
-    assert sorted(done) == [0, 1, 2]
-    _kernels.run_parallel([])
-
-    def fail() -> None:
-        raise RuntimeError("in a helper thread")
-
-    with pytest.raises(RuntimeError, match="in a helper thread"):
-        _kernels.run_parallel([lambda: None, fail])
-    _kernels.stop_threads()
-    assert not any(t.name.startswith("deniable-text") for t in threading.enumerate())
 
 
 @needs_numba
@@ -55,7 +27,7 @@ def test_outputs_do_not_depend_on_threads_or_loops(monkeypatch):
     monkeypatch.setattr(_bulk, "PARALLEL_MIN_TOKENS", 1000)
     outputs = []
     for n in (1, 2, 3):
-        monkeypatch.setattr(_kernels, "_THREADS", [n])
+        monkeypatch.setattr(_threads, "_THREADS", [n])
         outputs.append(mech.privatize(texts, rng=9))
     monkeypatch.setenv("DENIABLE_COMPILED", "0")
     outputs.append(mech.privatize(texts, rng=9))

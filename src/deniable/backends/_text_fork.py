@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from .._rng import RNGLike, as_generator, secure_generator
+from .._threads import set_threads, stop_threads
 from ..errors import PrivacyWarning
-from ..text._kernels import set_threads, stop_threads
 from ..text.privatize import ObservedSampler, privatize_texts
 
 __all__ = ["BatchStreams", "fork_refusal", "take_group", "warm_up", "whole_worker", "run_whole", "WHOLE_GROUP_CHARS"]

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import set_threads
 from ..embeddings.embedding import Vocabulary
 from ..errors import PrivacyWarning
-from ..text._kernels import set_threads
 from ..text.privatize import privatize_texts
 
 __all__ = ["worker_main"]

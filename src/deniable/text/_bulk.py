@@ -23,7 +23,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ._kernels import COMPILED_MIN_CHARS, PARALLEL_MIN_TOKENS, compiled, run_parallel, threads
+from .._threads import run_parallel, threads
+from ._kernels import COMPILED_MIN_CHARS, PARALLEL_MIN_TOKENS, compiled
 from ._kernels import has_lowercase as _has_lowercase
 from ._kernels import lower_packed as _lower_packed
 from ._vocab_table import _HOT_SHIFT, MAX_WIDTH, VocabTable, vocab_table
@@ -409,7 +410,7 @@ def _write_compiled(
     *, keep: bool, rendered: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> list[str]:
     """:func:`assemble`'s output written by the compiled loop (:mod:`deniable.text._kernels`), in
-    parts on :func:`~deniable.text._kernels.threads` threads (each part's texts into their own
+    parts on :func:`~deniable._threads.threads` threads (each part's texts into their own
     output)."""
     extra, offsets, rlen = rendered
     is_special = np.zeros(chosen.size, dtype=bool)
@@ -444,7 +445,7 @@ def _texts_of(out: np.ndarray, bounds: np.ndarray) -> list[str]:
 
 
 def _parts(n: int) -> list[int]:
-    """Even cuts of ``n`` items into :func:`~deniable.text._kernels.threads` parts (none below
+    """Even cuts of ``n`` items into :func:`~deniable._threads.threads` parts (none below
     :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS` items)."""
     k = threads() if n >= PARALLEL_MIN_TOKENS else 1
     return [n * i // k for i in range(1, k)]

@@ -14,23 +14,23 @@ Two loops replace the numpy passes over the tokens of a batch:
   input (kept), the vocabulary's bytes (upper-cased in place for a title or upper-case ASCII
   word) or rendered strings.
 
-A large batch is cut between threads at text boundaries (:func:`run_parallel`; the loops
-release the GIL). Nothing here samples. ``DENIABLE_COMPILED=0`` in the environment turns the
-loops off, ``=1`` loads them for any batch; ``DENIABLE_TEXT_THREADS`` sets the threads.
+A large batch is cut between threads at text boundaries (:func:`deniable._threads.run_parallel`;
+the loops release the GIL). Nothing here samples. ``DENIABLE_COMPILED=0`` in the environment
+turns the loops off, ``=1`` loads them for any batch; ``DENIABLE_THREADS`` sets the threads.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._vocab_table import GOLDEN, hash_finish, hash_step
 
-__all__ = ["compiled", "has_lowercase", "lower_packed", "COMPILED_MIN_CHARS", "threads", "set_threads", "stop_threads", "run_parallel", "PARALLEL_MIN_TOKENS"]
+__all__ = ["compiled", "has_lowercase", "lower_packed", "COMPILED_MIN_CHARS", "PARALLEL_MIN_TOKENS"]
 
 
 _ONES = 0x0101010101010101
@@ -298,69 +298,5 @@ def _jit_all(numba: Any, *, cache: bool) -> dict[str, Callable[..., Any]]:
 
 #: Tokens in a batch from which the compiled loops split it between threads.
 PARALLEL_MIN_TOKENS = 20_000
-_THREADS: list[int | None] = [None]
-_POOL: list[Any] = [None, 0]  # the pool, its threads
-_POOL_LOCK = threading.Lock()
 
 
-def threads() -> int:
-    """Threads the compiled loops of one large batch use: :func:`set_threads`'s value, else
-    ``DENIABLE_TEXT_THREADS``, else the cores this process may run on (at most 4)."""
-    if _THREADS[0] is not None:
-        return _THREADS[0]
-    env = os.environ.get("DENIABLE_TEXT_THREADS", "")
-    if env.strip():
-        return max(1, int(env))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(4, cores))
-
-
-def set_threads(n: int | None) -> None:
-    """Use ``n`` threads per large batch in this process (None: the default of :func:`threads`);
-    a forked worker that shares the cores with others sets 1."""
-    if n is not None and n < 1:
-        raise ValueError(f"threads must be at least 1, got {n}")
-    _THREADS[0] = n
-
-
-def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run ``tasks``: the first in this thread, the others at once on helper threads (the
-    compiled loops release the GIL); returns when all are done, raising the first error."""
-    if len(tasks) <= 1:
-        for task in tasks:
-            task()
-        return
-    with _POOL_LOCK:
-        pool = _POOL[0]
-        if pool is None or _POOL[1] < len(tasks) - 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            pool = _POOL[0] = ThreadPoolExecutor(max_workers=len(tasks) - 1, thread_name_prefix="deniable-text")
-            _POOL[1] = len(tasks) - 1
-    futures = [pool.submit(t) for t in tasks[1:]]
-    try:
-        tasks[0]()
-    finally:
-        for f in futures:
-            f.result()
-
-
-def stop_threads() -> None:
-    """Stop the helper threads (idle between batches), e.g. before this process forks; the next
-    large batch starts them again."""
-    with _POOL_LOCK:
-        pool = _POOL[0]
-        _POOL[0], _POOL[1] = None, 0
-    if pool is not None:
-        pool.shutdown(wait=True)
-
-
-def _forget_pool() -> None:  # a forked child has none of its parent's threads
-    _POOL[0], _POOL[1] = None, 0
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)

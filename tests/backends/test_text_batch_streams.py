@@ -194,3 +194,49 @@ def test_the_text_paths_helper_threads_do_not_rule_out_forking(emb, monkeypatch)
     assert not any(t.name.startswith(_threads.THREAD_PREFIX) for t in threading.enumerate())
     bl = batches(20)
     assert run(mech, 2, BatchStreams(2), bl)[3] == "whole"
+
+
+def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
+    """The main process sends each worker a second group before the first is answered (they
+    then never wait for it between groups); with groups larger than a pipe holds, neither side
+    blocks the other's send (a thread in each worker reads its messages as they come)."""
+    mech = get_mechanism("custext", emb, epsilon=2.0)
+    rng = np.random.default_rng(4)
+    big = [[" ".join(rng.choice(WORDS, 70_000)) + "\n"] for _ in range(6)]  # about 300 KB a group, each way
+    expected = [privatize_texts(mech, texts, rng=BatchStreams(7)(i)) for i, texts in enumerate(big)]
+    most: list[int] = []
+    group = _text_fork._Group
+    counts = [0, 0]  # groups sent, answers received
+
+    class Counting(group):  # type: ignore[misc, valid-type]
+        def __init__(self, *a):
+            super().__init__(*a)
+            counts[0] += 1
+            most.append(counts[0] - counts[1])
+
+    monkeypatch.setattr(_text_fork, "_Group", Counting)
+    got: list = []
+    with ParallelPrivatizer(mech, 2) as pp:  # one batch a group
+        assert pp.start() == "whole"
+        recv = pp._recv
+
+        def answered(w: int):
+            counts[1] += 1
+            return recv(w)
+
+        pp._recv = answered  # type: ignore[method-assign]
+
+        def consume() -> None:
+            for _, out, _ in pp.privatize_batches(big, rng=BatchStreams(7)):
+                got.append(out)
+
+        t = threading.Thread(target=consume, daemon=True)
+        t.start()
+        t.join(timeout=120)
+        if t.is_alive():  # blocked: stop the workers so the thread ends
+            for p in pp._procs:
+                p.terminate()
+            t.join(timeout=10)
+            pytest.fail("the main process and a worker blocked each other's sends")
+    assert got == expected
+    assert max(most) == 2 * _text_fork.QUEUED_PER_WORKER  # two groups queued at each of the two workers

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection as mp_connection
+import queue
 import sys
 import threading
 import warnings
@@ -166,13 +167,17 @@ def _group(mechanism: Any, record: bool, streams: BatchStreams, first: int, batc
 def whole_worker(conn: Any, others: list[Any], mechanism: Any, record: bool, blas_threads: int) -> None:
     """A forked worker's loop: ``(streams, first, batches, oov, case, counts)`` is answered with
     ``("done", (results, warnings))`` or ``("error", exception)``; None stops it. BLAS runs on
-    ``blas_threads`` threads (the workers share the cores)."""
+    ``blas_threads`` threads (the workers share the cores). A thread reads the messages as they
+    come, so the main process can queue the next group while this one is privatized (neither
+    side then waits on the other, and neither can block the other's send)."""
     for c in others:  # the other workers' pipes, inherited: closed so that their ends see EOF
         c.close()
     set_threads(1)  # the workers share the cores: one thread each for the text path's loops
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    threading.Thread(target=_receive, args=(conn, inbox), name="deniable-inbox", daemon=True).start()
     try:
         with _blas_limit(blas_threads):
-            msg = conn.recv()
+            msg = inbox.get()
             while msg is not None:
                 try:
                     reply = _group(mechanism, record, *msg)
@@ -182,9 +187,22 @@ def whole_worker(conn: Any, others: list[Any], mechanism: Any, record: bool, bla
                     conn.send(reply)
                 except Exception:  # an exception that does not pickle: its text
                     conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
-                msg = conn.recv()
+                msg = inbox.get()
     except (EOFError, OSError, KeyboardInterrupt):
         return
+
+
+def _receive(conn: Any, inbox: queue.SimpleQueue[Any]) -> None:
+    """Put the main process's messages into ``inbox`` as they arrive; None after the last (the
+    stop message, the pipe's end, or one that does not arrive whole)."""
+    try:
+        msg = conn.recv()
+        while msg is not None:
+            inbox.put(msg)
+            msg = conn.recv()
+    except Exception:  # EOF, a closed pipe: the main process is gone; the worker stops
+        pass
+    inbox.put(None)
 
 
 def _blas_limit(threads: int) -> Any:
@@ -196,11 +214,16 @@ def _blas_limit(threads: int) -> Any:
 
 
 class _Group:
-    __slots__ = ("batches", "first", "result", "w")
+    __slots__ = ("batches", "first", "result")
 
-    def __init__(self, w: int, first: int, batches: list[Any]) -> None:
-        self.w, self.first, self.batches = w, first, batches
+    def __init__(self, first: int, batches: list[Any]) -> None:
+        self.first, self.batches = first, batches
         self.result: Any = None
+
+
+#: Groups sent to one whole-pipeline worker and not answered yet: it works on one while the next
+#: waits in its inbox, so it never waits for the main process between groups.
+QUEUED_PER_WORKER = 2
 
 
 def run_whole(
@@ -208,25 +231,28 @@ def run_whole(
     stats: dict[str, int] | None, counts: bool, merge: Callable[..., None],
 ) -> Iterator[tuple[Any, list[str], list[int] | None]]:
     """The main process's side of :meth:`ParallelPrivatizer.privatize_batches` with whole-pipeline
-    workers (``pp`` started them): a group of consecutive batches to each idle worker, at most
-    two groups per worker in flight or waiting to be yielded (bounded memory), the batches yielded
-    in order with their counts merged into ``stats`` and their (ids, outputs) given to the
-    observers, in order. An error stops the workers and is raised."""
+    workers (``pp`` started them): groups of consecutive batches to the workers, at most
+    :data:`QUEUED_PER_WORKER` unanswered per worker and ``3 * QUEUED_PER_WORKER`` groups per worker
+    in flight or waiting to be yielded (bounded memory), the batches yielded in order with their
+    counts merged into ``stats`` and their (ids, outputs) given to the observers, in order. An
+    error stops the workers and is raised."""
     _, observers = unwrap(pp.mechanism)
-    idle = deque(range(len(pp._conns)))
+    conns = pp._conns
+    queued: list[deque[_Group]] = [deque() for _ in conns]  # each worker's unanswered groups, in order sent
     flight: deque[_Group] = deque()
-    busy: dict[int, _Group] = {}
-    window, group_chars = 2 * len(pp._conns), min(pp.group_chars, WHOLE_GROUP_CHARS)
+    window, group_chars = 3 * QUEUED_PER_WORKER * len(conns), min(pp.group_chars, WHOLE_GROUP_CHARS)
 
     def fill(index: int) -> int:
-        while idle and len(flight) < window:
+        while len(flight) < window:
+            w = min(range(len(conns)), key=lambda i: len(queued[i]))
+            if len(queued[w]) >= QUEUED_PER_WORKER:
+                break
             batches, texts = take_group(it, texts_of, group_chars)
             if not batches:
                 break
-            w = idle.popleft()
-            pp._conns[w].send((streams, index, texts, oov, case, counts))
-            busy[w] = _Group(w, index, batches)
-            flight.append(busy[w])
+            conns[w].send((streams, index, texts, oov, case, counts))
+            queued[w].append(_Group(index, batches))
+            flight.append(queued[w][-1])
             index += len(batches)
         return index
 
@@ -235,10 +261,10 @@ def run_whole(
         index = fill(first)
         while flight:
             if flight[0].result is None:
-                for conn in mp_connection.wait([pp._conns[w] for w in busy]):
-                    w = pp._conns.index(conn)
-                    busy.pop(w).result = _checked(pp._recv(w))[1]
-                    idle.append(w)
+                for conn in mp_connection.wait([conns[w] for w in range(len(conns)) if queued[w]]):
+                    w = conns.index(conn)
+                    reply = _checked(pp._recv(w))[1]
+                    queued[w].popleft().result = reply
                 index = fill(index)
                 continue
             group = flight.popleft()

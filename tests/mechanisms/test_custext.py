@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from deniable import Embedding, get_mechanism
+from deniable import DeniableWarning, Embedding, get_mechanism
 from deniable.mechanisms.custext import CusText, build_output_sets
 from deniable.text.stopwords import english_stop_words
 
@@ -219,6 +219,44 @@ def test_interface_cache_registry_repr(tmp_path) -> None:
     ]:
         with pytest.raises(exc):
             CusText(emb, epsilon=1.0, **kwargs)
+
+
+def test_scores_are_cached_next_to_their_output_sets(tmp_path, monkeypatch) -> None:
+    """The ε-free scores of every row are computed once per embedding, metric, K and output
+    sets: a second mechanism (any ε) loads them and samples exactly as the first; scores stored
+    for other output sets, or an unreadable file, are computed again; nothing is stored with an
+    exclusion list or cache_dir=False."""
+    emb = make_embedding()
+    first = CusText(emb, epsilon=3.0, K=5, cache_dir=tmp_path)
+    fresh = CusText(emb, epsilon=3.0, K=5, cache_dir=False)
+    ids = np.tile(np.arange(-1, 47), 40)
+    out = first.sample_ids(ids, rng=5)
+    path = first._scores_path()
+    assert path is not None and path.exists() and path.parent == tmp_path
+    np.testing.assert_array_equal(first._get_cum(), fresh._get_cum())  # cached scores: the same tables
+    computed = []
+    real = CusText._scores
+
+    def counting(self, rows):
+        computed.append(rows.size)
+        return real(self, rows)
+
+    monkeypatch.setattr(CusText, "_scores", counting)
+    again = CusText(emb, epsilon=3.0, K=5, cache_dir=tmp_path)
+    np.testing.assert_array_equal(again.sample_ids(ids, rng=5), out)
+    other_eps = CusText(emb, epsilon=1.0, K=5, cache_dir=tmp_path)
+    np.testing.assert_array_equal(other_eps._get_cum(), CusText(emb, epsilon=1.0, K=5, cache_dir=False)._get_cum())
+    assert sum(computed) == 48  # only the fresh one's rows (47 words and UNK)
+    computed.clear()
+    with np.load(path) as z:  # scores stored for other output sets: computed again
+        np.savez(path, scores=z["scores"], members_sha256=np.array("0" * 64))
+    np.testing.assert_array_equal(CusText(emb, epsilon=3.0, K=5, cache_dir=tmp_path).sample_ids(ids, rng=5), out)
+    assert sum(computed) == 48
+    path.write_bytes(b"not a zip")
+    with pytest.warns(DeniableWarning, match="unreadable cache file"):
+        np.testing.assert_array_equal(CusText(emb, epsilon=3.0, K=5, cache_dir=tmp_path).sample_ids(ids, rng=5), out)
+    excluded = CusText(emb, epsilon=3.0, K=5, cache_dir=tmp_path, exclude_outputs=["w3"])
+    assert excluded._scores_path() is None and fresh._scores_path() is None
 
 
 def test_angular_metric() -> None:

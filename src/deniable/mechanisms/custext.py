@@ -316,8 +316,9 @@ class CusText(EmbeddingMechanism):
         self.precompute()
         return self._members[self._set_of[rows]]  # type: ignore[index]
 
-    def _logits(self, rows: np.ndarray) -> np.ndarray:
-        """(len(rows), K) logits ε·u/2, −inf on padding."""
+    def _scores(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), K) ε-free scores u in [0, 1] of each row's output set (NaN on padding):
+        the logits are ε·u/2."""
         mem = self._row_members(rows)
         valid = mem >= 0
         own = self._set_of[np.where(valid, mem, 0)] == self._set_of[rows][:, None]  # type: ignore[index]
@@ -334,15 +335,57 @@ class CusText(EmbeddingMechanism):
         span = dmax - dmin
         with np.errstate(invalid="ignore", divide="ignore"):
             u = np.where(span > 0, (dmax - d) / np.where(span > 0, span, 1.0), 1.0)
-        return np.where(valid, (self.epsilon / 2.0) * u, -np.inf)
+        return np.where(valid, u, np.nan)
+
+    def _logits(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), K) logits ε·u/2, −inf on padding."""
+        u = self._scores(rows)
+        return np.where(np.isnan(u), -np.inf, (self.epsilon / 2.0) * u)
+
+    def _scores_path(self) -> Path | None:
+        if self.cache_dir is False or self._exclusion is not None:
+            return None
+        folder = cache_directory(None if self.cache_dir in (None, True) else self.cache_dir)
+        kind = "" if self.complete_sets else "-partial"
+        return folder / f"custext-scores-{self.embedding.fingerprint}-{_set_metric(self.metric)}-K{self.K}{kind}-v{_FORMAT}.npz"
+
+    def _all_scores(self) -> np.ndarray:
+        """:meth:`_scores` of every row (the vocabulary's, then UNK's), ε-free: loaded from the
+        cache folder, where they are stored next to the output sets they were computed from
+        (and checked against them), or computed and stored there."""
+        members = self.precompute()
+        R = self.n_words + 1
+        digest = hashlib.sha256(np.ascontiguousarray(members).tobytes()).hexdigest()
+        path = self._scores_path()
+        if path is not None and path.exists():
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    scores, stored = z["scores"], str(z["members_sha256"])
+                if scores.shape == (R, members.shape[1]) and scores.dtype == np.float64 and stored == digest:
+                    return scores
+            except (OSError, ValueError, KeyError) as exc:
+                warnings.warn(f"{path}: unreadable cache file ({exc}); computing the scores again", DeniableWarning, stacklevel=3)
+        scores = np.empty((R, members.shape[1]))
+        for s in range(0, R, 4096):
+            rows = np.arange(s, min(R, s + 4096))
+            scores[rows] = self._scores(rows)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_binary(path) as f:
+                    np.savez(f, scores=scores, members_sha256=np.array(digest))
+            except OSError as exc:
+                warnings.warn(f"could not write the score cache {path} ({exc}); continuing without it", DeniableWarning, stacklevel=3)
+        return scores
 
     def _get_cum(self) -> np.ndarray:
         if self._cum is None:
-            R = self.n_words + 1
-            cum = np.empty((R, self.precompute().shape[1]))
-            for s in range(0, R, 4096):
-                rows = np.arange(s, min(R, s + 4096))
-                lg = self._logits(rows)
+            scores = self._all_scores()
+            cum = np.empty(scores.shape)
+            for s in range(0, scores.shape[0], 4096):
+                rows = np.arange(s, min(scores.shape[0], s + 4096))
+                u = scores[rows]
+                lg = np.where(np.isnan(u), -np.inf, (self.epsilon / 2.0) * u)
                 p = np.exp(lg - lg.max(axis=1, keepdims=True))
                 c = np.cumsum(p, axis=1)
                 c /= c[:, -1:]

@@ -197,27 +197,33 @@ def test_the_text_paths_helper_threads_do_not_rule_out_forking(emb, monkeypatch)
 
 
 def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
-    """The main process sends each worker a second group before the first is answered (they
-    then never wait for it between groups); with groups larger than a pipe holds, neither side
+    """With N processes, N - 1 are forked workers and this one privatizes a group itself while
+    each worker has QUEUED_PER_WORKER unanswered groups (the next waits in the worker's inbox,
+    so it never waits for this process); with groups larger than a pipe holds, neither side
     blocks the other's send (a thread in each worker reads its messages as they come)."""
     mech = get_mechanism("custext", emb, epsilon=2.0)
     rng = np.random.default_rng(4)
-    big = [[" ".join(rng.choice(WORDS, 70_000)) + "\n"] for _ in range(6)]  # about 300 KB a group, each way
+    big = [[" ".join(rng.choice(WORDS, 70_000)) + "\n"] for _ in range(10)]  # about 300 KB a group, each way
     expected = [privatize_texts(mech, texts, rng=BatchStreams(7)(i)) for i, texts in enumerate(big)]
     most: list[int] = []
-    group = _text_fork._Group
-    counts = [0, 0]  # groups sent, answers received
+    counts = [0, 0, 0]  # groups sent to workers, answers received, groups privatized here
+    group, privatize_group = _text_fork._Group, _text_fork._group
 
     class Counting(group):  # type: ignore[misc, valid-type]
         def __init__(self, *a):
             super().__init__(*a)
             counts[0] += 1
-            most.append(counts[0] - counts[1])
+            most.append(counts[0] - counts[2] - counts[1])
+
+    def here(*a):
+        counts[2] += 1
+        return privatize_group(*a)
 
     monkeypatch.setattr(_text_fork, "_Group", Counting)
     got: list = []
-    with ParallelPrivatizer(mech, 2) as pp:  # one batch a group
-        assert pp.start() == "whole"
+    with ParallelPrivatizer(mech, 3) as pp:  # one batch a group
+        assert pp.start() == "whole" and len(pp._procs) == 2
+        monkeypatch.setattr(_text_fork, "_group", here)  # (after the fork: counts this process's groups)
         recv = pp._recv
 
         def answered(w: int):
@@ -240,3 +246,4 @@ def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
             pytest.fail("the main process and a worker blocked each other's sends")
     assert got == expected
     assert max(most) == 2 * _text_fork.QUEUED_PER_WORKER  # two groups queued at each of the two workers
+    assert 1 <= counts[2] < len(big) and counts[1] + counts[2] == len(big)

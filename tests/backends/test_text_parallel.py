@@ -182,6 +182,11 @@ def test_auto_workers(monkeypatch):
     assert text.auto_workers(10**9)[0] == 15
     monkeypatch.setattr(text, "_cores", lambda: 3)
     assert text.auto_workers(10**9) == (1, 0) and text.auto_workers(None) == (1, 0)
+    # workers that sample: one process per core, this one included, from a smaller input, at once
+    monkeypatch.setattr(text, "_cores", lambda: 4)
+    assert text.auto_workers(text.AUTO_MIN_CHARS_WHOLE - 1, whole=True) == (1, 0)
+    assert text.auto_workers(text.AUTO_MIN_CHARS_WHOLE, whole=True) == (4, 0)
+    assert text.auto_workers(None, whole=True) == (4, 0)
 
 
 def test_privatize_parallel_workers(mech):

@@ -232,51 +232,70 @@ def run_whole(
 ) -> Iterator[tuple[Any, list[str], list[int] | None]]:
     """The main process's side of :meth:`ParallelPrivatizer.privatize_batches` with whole-pipeline
     workers (``pp`` started them): groups of consecutive batches to the workers, at most
-    :data:`QUEUED_PER_WORKER` unanswered per worker and ``3 * QUEUED_PER_WORKER`` groups per worker
-    in flight or waiting to be yielded (bounded memory), the batches yielded in order with their
+    :data:`QUEUED_PER_WORKER` unanswered per worker; while every worker has that many, this
+    process privatizes the next group itself (the same :func:`_group`, so a batch's output does
+    not depend on where it ran). At most ``3 * QUEUED_PER_WORKER`` groups per worker are in
+    flight or waiting to be yielded (bounded memory); the batches are yielded in order with their
     counts merged into ``stats`` and their (ids, outputs) given to the observers, in order. An
     error stops the workers and is raised."""
-    _, observers = unwrap(pp.mechanism)
+    base, observers = unwrap(pp.mechanism)
     conns = pp._conns
     queued: list[deque[_Group]] = [deque() for _ in conns]  # each worker's unanswered groups, in order sent
     flight: deque[_Group] = deque()
-    window, group_chars = 3 * QUEUED_PER_WORKER * len(conns), min(pp.group_chars, WHOLE_GROUP_CHARS)
+    window, group_chars = 3 * QUEUED_PER_WORKER * (len(conns) + 1), min(pp.group_chars, WHOLE_GROUP_CHARS)
+    index = first
 
-    def fill(index: int) -> int:
+    def take() -> tuple[list[Any], list[list[str]]]:
+        return take_group(it, texts_of, group_chars)
+
+    def fill() -> None:
+        nonlocal index
         while len(flight) < window:
             w = min(range(len(conns)), key=lambda i: len(queued[i]))
             if len(queued[w]) >= QUEUED_PER_WORKER:
-                break
-            batches, texts = take_group(it, texts_of, group_chars)
+                return
+            batches, texts = take()
             if not batches:
-                break
+                return
             conns[w].send((streams, index, texts, oov, case, counts))
             queued[w].append(_Group(index, batches))
             flight.append(queued[w][-1])
             index += len(batches)
-        return index
+
+    def receive(timeout: float | None) -> None:
+        for conn in mp_connection.wait([conns[w] for w in range(len(conns)) if queued[w]], timeout):
+            w = conns.index(conn)
+            reply = _checked(pp._recv(w))[1]
+            queued[w].popleft().result = reply
 
     pp._in_flight = True
     try:
-        index = fill(first)
-        while flight:
-            if flight[0].result is None:
-                for conn in mp_connection.wait([conns[w] for w in range(len(conns)) if queued[w]]):
-                    w = conns.index(conn)
-                    reply = _checked(pp._recv(w))[1]
-                    queued[w].popleft().result = reply
-                index = fill(index)
-                continue
-            group = flight.popleft()
-            index = fill(index)
-            results, other = group.result
-            merge(None, {}, other, oov)
-            for batch, (out, st, per, calls) in zip(group.batches, results):
-                for ids, chosen in calls or ():
-                    for observe in observers:
-                        observe(ids, chosen)
-                merge(stats, st, [], oov)
-                yield batch, out, per
+        with _blas_limit(pp.blas_threads):
+            while True:
+                receive(0)
+                fill()
+                if flight and flight[0].result is not None:
+                    group = flight.popleft()
+                    results, other = group.result
+                    merge(None, {}, other, oov)
+                    for batch, (out, st, per, calls) in zip(group.batches, results):
+                        for ids, chosen in calls or ():
+                            for observe in observers:
+                                observe(ids, chosen)
+                        merge(stats, st, [], oov)
+                        yield batch, out, per
+                    continue
+                if len(flight) < window:  # every worker busy: the next group here
+                    batches, texts = take()
+                    if batches:
+                        result = _checked(_group(base, bool(observers), streams, index, texts, oov, case, counts))[1]
+                        flight.append(_Group(index, batches))
+                        flight[-1].result = result
+                        index += len(batches)
+                        continue
+                if not flight:
+                    break
+                receive(None)
         pp._in_flight = False
     except BaseException:
         pp._abort()

@@ -84,15 +84,17 @@ def auto_workers(chars: int | None, *, whole: bool = False) -> tuple[int, int]:
     """``(workers, serial_chars)`` for ``workers="auto"`` on an input of ``chars`` characters
     (None: unknown, e.g. a stream): :func:`default_workers` when the machine has
     :data:`AUTO_MIN_CORES` CPU cores or more and the input has at least :data:`AUTO_MIN_CHARS`
-    (``whole``: workers that sample too, see :func:`fork_refusal`: :data:`AUTO_MIN_CHARS_WHOLE`),
-    else 1 (everything in this process). ``serial_chars``: for an input of unknown size, the
+    (``whole``: workers that sample too, see :func:`fork_refusal`: one process per core, this
+    one included, from :data:`AUTO_MIN_CHARS_WHOLE`), else 1 (everything in this process). ``serial_chars``: for an input of unknown size, the
     characters to privatize in this process before text-only workers start (see
     :meth:`ParallelPrivatizer.privatize_batches`); workers that sample start at once."""
     cores = _cores()
     least = AUTO_MIN_CHARS_WHOLE if whole else AUTO_MIN_CHARS
     if cores < AUTO_MIN_CORES or (chars is not None and chars < least):
         return 1, 0
-    return default_workers(), (AUTO_MIN_CHARS if chars is None and not whole else 0)
+    if whole:  # this process privatizes too: one process per core
+        return min(32, cores), 0
+    return default_workers(), (AUTO_MIN_CHARS if chars is None else 0)
 
 
 class ParallelPrivatizer:
@@ -114,7 +116,13 @@ class ParallelPrivatizer:
     mechanism
         Any :class:`~deniable.mechanisms.base.Mechanism` (typically ``backend="torch"`` on a GPU).
     workers
-        Worker processes (default :func:`default_workers`); 0 or 1 runs serially in this process.
+        Processes (default :func:`default_workers`); 0 or 1 runs serially in this process. For
+        :meth:`privatize_batches` with :class:`BatchStreams` where forking is safe, this process
+        is one of them: ``workers - 1`` are forked, and this one privatizes a group of batches
+        whenever each of them has :data:`~deniable.backends._text_fork.QUEUED_PER_WORKER` groups
+        waiting (one process per core then keeps every core busy, with no process waiting on
+        another); otherwise ``workers`` worker processes do the text work and this process
+        samples.
     min_words_per_worker
         A batch is split into at most ``ceil(characters / (6 * min_words_per_worker))`` shards,
         so small batches are not scattered (default 2,000 words).
@@ -149,6 +157,7 @@ class ParallelPrivatizer:
         self._procs: list[Any] = []
         self._in_flight = False  # a privatize_batches stream has batches in the workers
         self._mode = "text"  # what the next workers started do: "text" (text work only) or "whole" (forked, everything)
+        self.blas_threads = 1  # BLAS threads of each process privatizing whole batches
         self._started = ""  # the mode of the running workers
 
     # -- worker pool ---------------------------------------------------------------------------
@@ -156,15 +165,16 @@ class ParallelPrivatizer:
         if self._procs and self._started == self._mode:
             return
         self.close()
+        self.blas_threads = max(1, _cores() // self.workers)
         if self._mode == "whole":  # forked from this process: the built mechanism is shared, not rebuilt
             ctx: Any = multiprocessing.get_context("fork")
             base, observers = unwrap(self.mechanism)
             warm_up(base)
         else:
             ctx, words = self._ctx, list(self.mechanism.vocabulary.words)
-        for _ in range(self.workers):
+        for _ in range(self.workers - 1 if self._mode == "whole" else self.workers):  # whole: this process is one of them
             parent, child = ctx.Pipe()
-            args = (child, list(self._conns), base, bool(observers), max(1, _cores() // self.workers)) if self._mode == "whole" else (child, words)
+            args = (child, list(self._conns), base, bool(observers), self.blas_threads) if self._mode == "whole" else (child, words)
             p = ctx.Process(target=whole_worker if self._mode == "whole" else worker_main, args=args, daemon=True)
             p.start()
             child.close()

@@ -212,8 +212,8 @@ def workers_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--workers N|auto`` (the command receives ``workers``: an int >= 1 or ``"auto"``)."""
     return click.option(
         "--workers", "workers", type=Workers(), default="auto", show_default=True, metavar="N|auto",
-        help="Worker processes, each privatizing whole batches (tokenize, look up, sample, rebuild); this process reads and writes "
-        "(with --device, or where forking is unsafe, the workers do the text work and this process samples). "
-        "auto: one per CPU core but one on a machine with 4 cores or more, for inputs of 4 MB or more (32 MB when this process samples), "
-        "else 1; 1: everything in this process. The output is the same for a seed whatever N.",
+        help="Processes privatizing whole batches (tokenize, look up, sample, rebuild): this one, which also reads and writes, and N-1 "
+        "forked workers (with --device, or where forking is unsafe, N worker processes do the text work and this process samples). "
+        "auto: one per CPU core on a machine with 4 cores or more, for inputs of 4 MB or more (when this process samples: one per core "
+        "but one, from 32 MB), else 1; 1: everything in this process. The output is the same for a seed whatever N.",
     )

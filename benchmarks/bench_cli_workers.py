@@ -1,8 +1,8 @@
 """Speed of ``deniable privatize --workers 2`` against ``--workers 1`` on a large real file.
 
-Question: on this machine, how much faster is the command line when worker processes privatize
-whole batches (tokenize, look up, sample, rebuild; forked from the main process after the
-mechanism is built) while the main process reads and writes? For each mechanism, the same
+Question: on this machine, how much faster is the command line with two processes privatizing
+whole batches (tokenize, look up, sample, rebuild): the main process, which also reads and
+writes, and one worker forked from it after the mechanism is built? For each mechanism, the same
 command with ``--workers 1`` and ``--workers 2`` in subprocesses, interleaved (round after round,
 both worker counts once per round), wall time end to end (interpreter start, embedding load and
 the workers' start included); the speed-up is the ratio of the two medians of the same run. Each

@@ -196,41 +196,50 @@ def test_the_text_paths_helper_threads_do_not_rule_out_forking(emb, monkeypatch)
     assert run(mech, 2, BatchStreams(2), bl)[3] == "whole"
 
 
+class _Counted:
+    """A worker's pipe that counts the groups sent to it and not answered yet."""
+
+    def __init__(self, conn, most: list[int]) -> None:
+        self.conn, self.most, self.waiting = conn, most, 0
+
+    def send(self, msg) -> None:
+        self.conn.send(msg)
+        if msg is not None:
+            self.waiting += 1
+            self.most.append(self.waiting)
+
+    def recv(self):
+        msg = self.conn.recv()
+        self.waiting -= 1
+        return msg
+
+    def __getattr__(self, name):  # fileno, close, poll
+        return getattr(self.conn, name)
+
+
 def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
     """With N processes, N - 1 are forked workers and this one privatizes a group itself while
-    each worker has QUEUED_PER_WORKER unanswered groups (the next waits in the worker's inbox,
-    so it never waits for this process); with groups larger than a pipe holds, neither side
-    blocks the other's send (a thread in each worker reads its messages as they come)."""
+    each worker has QUEUED_PER_WORKER unanswered groups holding as many characters (the next
+    waits in the worker's inbox, so it never waits for this process); with groups larger than a
+    pipe holds, neither side blocks the other's send (a thread in each worker reads its messages
+    as they come)."""
     mech = get_mechanism("custext", emb, epsilon=2.0)
     rng = np.random.default_rng(4)
     big = [[" ".join(rng.choice(WORDS, 70_000)) + "\n"] for _ in range(10)]  # about 300 KB a group, each way
     expected = [privatize_texts(mech, texts, rng=BatchStreams(7)(i)) for i, texts in enumerate(big)]
     most: list[int] = []
-    counts = [0, 0, 0]  # groups sent to workers, answers received, groups privatized here
-    group, privatize_group = _text_fork._Group, _text_fork._group
+    here = [0]
+    privatize_group = _text_fork._group
 
-    class Counting(group):  # type: ignore[misc, valid-type]
-        def __init__(self, *a):
-            super().__init__(*a)
-            counts[0] += 1
-            most.append(counts[0] - counts[2] - counts[1])
-
-    def here(*a):
-        counts[2] += 1
+    def counted(*a):
+        here[0] += 1
         return privatize_group(*a)
 
-    monkeypatch.setattr(_text_fork, "_Group", Counting)
     got: list = []
     with ParallelPrivatizer(mech, 3) as pp:  # one batch a group
         assert pp.start() == "whole" and len(pp._procs) == 2
-        monkeypatch.setattr(_text_fork, "_group", here)  # (after the fork: counts this process's groups)
-        recv = pp._recv
-
-        def answered(w: int):
-            counts[1] += 1
-            return recv(w)
-
-        pp._recv = answered  # type: ignore[method-assign]
+        monkeypatch.setattr(_text_fork, "_group", counted)  # (after the fork: counts this process's groups)
+        pp._conns[:] = [_Counted(c, most) for c in pp._conns]
 
         def consume() -> None:
             for _, out, _ in pp.privatize_batches(big, rng=BatchStreams(7)):
@@ -245,5 +254,29 @@ def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
             t.join(timeout=10)
             pytest.fail("the main process and a worker blocked each other's sends")
     assert got == expected
-    assert max(most) == 2 * _text_fork.QUEUED_PER_WORKER  # two groups queued at each of the two workers
-    assert 1 <= counts[2] < len(big) and counts[1] + counts[2] == len(big)
+    assert max(most) == _text_fork.QUEUED_PER_WORKER  # a second group waiting at a worker
+    assert 1 <= here[0] < len(big) and len(most) + here[0] == len(big)
+
+
+def test_this_process_leaves_a_larger_group_to_the_workers(emb, monkeypatch):
+    """Growing batches (the command line's first ones are small): this process privatizes a group
+    only when every worker has at least as many characters waiting, so a worker is not left
+    idle while this process works on a group larger than what the worker has."""
+    mech = get_mechanism("custext", emb, epsilon=2.0)
+    rng = np.random.default_rng(5)
+    sizes = [4_000, 8_000, 16_000, 64_000, 64_000, 64_000, 64_000]  # words per batch: one batch a group
+    bl = [[" ".join(rng.choice(WORDS, n)) + "\n"] for n in sizes]
+    here: list[int] = []
+    privatize_group = _text_fork._group
+
+    def counted(mechanism, record, streams, first, texts, *rest):
+        here.append(first)
+        return privatize_group(mechanism, record, streams, first, texts, *rest)
+
+    with ParallelPrivatizer(mech, 2) as pp:
+        assert pp.start() == "whole"
+        monkeypatch.setattr(_text_fork, "_group", counted)
+        got = [out for _, out, _ in pp.privatize_batches(bl, rng=BatchStreams(7))]
+    assert got == [privatize_texts(mech, texts, rng=BatchStreams(7)(i)) for i, texts in enumerate(bl)]
+    # 0 and 1 go to the worker; 2 and 3, each larger than what it has waiting, too, as it answers
+    assert here and min(here) >= 4

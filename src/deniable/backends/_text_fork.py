@@ -214,10 +214,10 @@ def _blas_limit(threads: int) -> Any:
 
 
 class _Group:
-    __slots__ = ("batches", "first", "result")
+    __slots__ = ("batches", "chars", "first", "result")
 
-    def __init__(self, first: int, batches: list[Any]) -> None:
-        self.first, self.batches = first, batches
+    def __init__(self, first: int, batches: list[Any], chars: int = 0) -> None:
+        self.first, self.batches, self.chars = first, batches, chars
         self.result: Any = None
 
 
@@ -232,41 +232,53 @@ def run_whole(
 ) -> Iterator[tuple[Any, list[str], list[int] | None]]:
     """The main process's side of :meth:`ParallelPrivatizer.privatize_batches` with whole-pipeline
     workers (``pp`` started them): groups of consecutive batches to the workers, at most
-    :data:`QUEUED_PER_WORKER` unanswered per worker; while every worker has that many, this
-    process privatizes the next group itself (the same :func:`_group`, so a batch's output does
-    not depend on where it ran). At most ``3 * QUEUED_PER_WORKER`` groups per worker are in
-    flight or waiting to be yielded (bounded memory); the batches are yielded in order with their
-    counts merged into ``stats`` and their (ids, outputs) given to the observers, in order. An
-    error stops the workers and is raised."""
+    :data:`QUEUED_PER_WORKER` unanswered per worker. When each worker has that many, and at
+    least as many characters waiting as the next group holds (so none runs dry before this
+    process is back), this process privatizes the next group itself (the same :func:`_group`, so
+    a batch's output does not depend on where it ran). At most ``3 * QUEUED_PER_WORKER`` groups
+    per process are in flight or waiting to be yielded (bounded memory); the batches are yielded
+    in order with their counts merged into ``stats`` and their (ids, outputs) given to the
+    observers, in order. An error stops the workers and is raised."""
     base, observers = unwrap(pp.mechanism)
     conns = pp._conns
     queued: list[deque[_Group]] = [deque() for _ in conns]  # each worker's unanswered groups, in order sent
     flight: deque[_Group] = deque()
     window, group_chars = 3 * QUEUED_PER_WORKER * (len(conns) + 1), min(pp.group_chars, WHOLE_GROUP_CHARS)
     index = first
+    pending: list[tuple[_Group, list[list[str]]]] = []  # the next group, read but not placed yet
 
-    def take() -> tuple[list[Any], list[list[str]]]:
-        return take_group(it, texts_of, group_chars)
+    def peek() -> tuple[_Group, list[list[str]]] | None:
+        if not pending:
+            batches, texts = take_group(it, texts_of, group_chars)
+            if not batches:
+                return None
+            pending.append((_Group(index, batches, sum(len(t) for ts in texts for t in ts)), texts))
+        return pending[0]
+
+    def place() -> tuple[_Group, list[list[str]]]:
+        nonlocal index
+        group, texts = pending.pop()
+        index += len(group.batches)
+        flight.append(group)
+        return group, texts
 
     def fill() -> None:
-        nonlocal index
         while len(flight) < window:
             w = min(range(len(conns)), key=lambda i: len(queued[i]))
-            if len(queued[w]) >= QUEUED_PER_WORKER:
+            if len(queued[w]) >= QUEUED_PER_WORKER or peek() is None:
                 return
-            batches, texts = take()
-            if not batches:
-                return
-            conns[w].send((streams, index, texts, oov, case, counts))
-            queued[w].append(_Group(index, batches))
-            flight.append(queued[w][-1])
-            index += len(batches)
+            group, texts = place()
+            conns[w].send((streams, group.first, texts, oov, case, counts))
+            queued[w].append(group)
 
     def receive(timeout: float | None) -> None:
         for conn in mp_connection.wait([conns[w] for w in range(len(conns)) if queued[w]], timeout):
             w = conns.index(conn)
             reply = _checked(pp._recv(w))[1]
             queued[w].popleft().result = reply
+
+    def worth_here(chars: int) -> bool:  # every worker is kept busy meanwhile
+        return all(len(q) >= QUEUED_PER_WORKER and sum(g.chars for g in q) >= chars for q in queued)
 
     pp._in_flight = True
     try:
@@ -285,14 +297,11 @@ def run_whole(
                         merge(stats, st, [], oov)
                         yield batch, out, per
                     continue
-                if len(flight) < window:  # every worker busy: the next group here
-                    batches, texts = take()
-                    if batches:
-                        result = _checked(_group(base, bool(observers), streams, index, texts, oov, case, counts))[1]
-                        flight.append(_Group(index, batches))
-                        flight[-1].result = result
-                        index += len(batches)
-                        continue
+                nxt = peek() if len(flight) < window else None
+                if nxt is not None and worth_here(nxt[0].chars):
+                    group, texts = place()
+                    group.result = _checked(_group(base, bool(observers), streams, group.first, texts, oov, case, counts))[1]
+                    continue
                 if not flight:
                     break
                 receive(None)

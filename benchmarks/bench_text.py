@@ -15,7 +15,7 @@ round, best of ``--rounds``; the machine may be shared, so compare same-run rati
   ``--workers 2`` on both cores, with ``--workers 1`` on one core (the process and what it
   starts pinned to one CPU), and on a one-line file (the fixed start-up cost); words/s end to end,
   its ratio to the id path's words/s, and the two-core speed-up (one-core seconds ÷ the faster
-  two-core run). The file holds the corpus's first texts with at least ``--cli-words`` words
+  two-core run); best of ``--cli-rounds`` interleaved rounds (every command once per round). The file holds the corpus's first texts with at least ``--cli-words`` words
   (default 100,000) and enough for about ``--cli-seconds`` of the mechanism's id path, the whole
   corpus again and again (at most ``--cli-max-repeat`` times) for a mechanism that needs more.
 
@@ -26,7 +26,7 @@ searches) are measured on the first texts of the corpus only, enough for about
 ``--seconds`` of id-path work (at least ``--min-words``); the table gives the words used.
 
 Usage: ``python benchmarks/bench_text.py [--words 100000] [--rounds 3] [--only tem custext]
-[--no-cli] [--cli-words 100000] [--cli-seconds 10] [--cli-max-repeat 3] [--json record.json]``
+[--no-cli] [--cli-words 100000] [--cli-seconds 10] [--cli-rounds 3] [--cli-max-repeat 3] [--json record.json]``
 """
 
 from __future__ import annotations
@@ -210,14 +210,18 @@ def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, f
             src, line = Path(tmp) / "in.txt", Path(tmp) / "one.txt"
             total, times = _cli_file(src, corpus, max(args.cli_words, int(idr * args.cli_seconds)), args.cli_max_repeat)
             line.write_text(corpus[0][0] + "\n", encoding="utf-8")
+            runs: dict[str, list[float]] = {"startup": [], "workers_1": [], "workers_2": [], "one_core": []}
             try:
-                startup = _cli_seconds(name, args.epsilon, line)
-                one = _cli_seconds(name, args.epsilon, src, workers=1)
-                two = _cli_seconds(name, args.epsilon, src, workers=2)
-                core = _cli_seconds(name, args.epsilon, src, workers=1, one_core=True)
+                for _ in range(args.cli_rounds):  # interleaved: each round runs every command once
+                    runs["startup"].append(_cli_seconds(name, args.epsilon, line))
+                    runs["workers_1"].append(_cli_seconds(name, args.epsilon, src, workers=1))
+                    runs["workers_2"].append(_cli_seconds(name, args.epsilon, src, workers=2))
+                    runs["one_core"].append(_cli_seconds(name, args.epsilon, src, workers=1, one_core=True))
             except RuntimeError as exc:  # reported in the table, the other mechanisms still run
                 row["cli_error"] = str(exc)
                 return row
+        startup, one, two, core = (min(runs[k]) for k in ("startup", "workers_1", "workers_2", "one_core"))
+        row.update(cli_runs=runs)
         row.update(cli_words=total, cli_corpus_times=times, cli_startup_seconds=startup, cli_seconds=one, cli_words_per_s=total / one, cli_over_id=total / one / idr,
                    cli2_seconds=two, cli2_words_per_s=total / two, cli2_over_id=total / two / idr, cli_one_core_seconds=core,
                    two_core_speedup=core / min(one, two))
@@ -256,6 +260,7 @@ def main() -> None:
     p.add_argument("--cli-words", type=int, default=100_000, help="least words of the CLI's input file")
     p.add_argument("--cli-seconds", type=float, default=10.0, help="id-path seconds of words the CLI's input holds (at most the whole corpus)")
     p.add_argument("--cli-max-words", type=int, default=12_000_000, help="words of the corpus read for the CLI's input")
+    p.add_argument("--cli-rounds", type=int, default=3, help="interleaved rounds of the CLI runs (best of)")
     p.add_argument("--cli-max-repeat", type=int, default=3, help="times the CLI's input may hold the corpus read (a fast mechanism's file)")
     p.add_argument("--json", default=None, help="write the raw record here")
     p.add_argument("--render", default=None, help="print the tables of this record (written by --json) and stop")
@@ -312,6 +317,7 @@ def main() -> None:
             "data": what,
             "epsilon": args.epsilon,
             "rounds": args.rounds,
+            "cli_rounds": args.cli_rounds,
             "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "load_average": load_start, "python": platform.python_version(), "numpy": np.__version__,
                         "numba": _numba_version(), "text_threads": _threads.threads(), "load_average_end": os.getloadavg()[0]},
             "references_words_per_s": {k: n_all / s for k, s in base.items()},

@@ -85,9 +85,10 @@ def auto_workers(chars: int | None, *, whole: bool = False) -> tuple[int, int]:
     (None: unknown, e.g. a stream): :func:`default_workers` when the machine has
     :data:`AUTO_MIN_CORES` CPU cores or more and the input has at least :data:`AUTO_MIN_CHARS`
     (``whole``: workers that sample too, see :func:`fork_refusal`: one process per core, this
-    one included, from :data:`AUTO_MIN_CHARS_WHOLE`), else 1 (everything in this process). ``serial_chars``: for an input of unknown size, the
-    characters to privatize in this process before text-only workers start (see
-    :meth:`ParallelPrivatizer.privatize_batches`); workers that sample start at once."""
+    one included, from :data:`AUTO_MIN_CHARS_WHOLE`), else 1 (everything in this process).
+    ``serial_chars``: for an input of unknown size, the characters to privatize in this process
+    before text-only workers start (see :meth:`ParallelPrivatizer.privatize_batches`); workers
+    that sample start at once."""
     cores = _cores()
     least = AUTO_MIN_CHARS_WHOLE if whole else AUTO_MIN_CHARS
     if cores < AUTO_MIN_CORES or (chars is not None and chars < least):

@@ -150,3 +150,26 @@ def test_bad_worker_counts_are_usage_errors(corpus, value):
     tmp, emb, src, _ = corpus
     r = CliRunner().invoke(cli, ["privatize", str(src), "-m", "tem", "-e", "1", "--embedding", str(emb), "--workers", value])
     assert r.exit_code == 2 and "--workers" in r.output
+
+
+def test_plain_text_output_does_not_depend_on_counting_records(corpus, tmp_path, monkeypatch):
+    """Without --report, --privacy-report or --ledger a plain-text input is read a block of lines
+    at a time as one record; with them, a record per line: the same output bytes."""
+    from deniable.cli import privatize as cli_privatize
+
+    _, emb, src, _ = corpus
+    modes: list[bool] = []
+    real = cli_privatize.read_records
+    monkeypatch.setattr(cli_privatize, "read_records", lambda *a, **k: (modes.append(k["joined"]), real(*a, **k))[1])
+    text = src.read_text(encoding="utf-8")
+    odd = tmp_path / "odd.txt"  # long lines, non-ASCII words, blank and CRLF lines, no final line break
+    odd.write_text(text[:20_000] + "\r\n\n" + " ".join(text.split()[:9000]) + "\nCafé ÉTÉ don't\n" + text[20_000:40_000].rstrip("\n"), encoding="utf-8")
+    for path in (src, odd):
+        outs = []
+        for extra in ((), ("--report",)):
+            out = tmp_path / f"out{len(outs)}.txt"
+            r = privatize(emb, path, out, "tem", "1", *extra)
+            assert r.exit_code == 0, r.output
+            outs.append(out.read_bytes())
+        assert outs[0] == outs[1] and outs[0].count(b"\n") == path.read_bytes().count(b"\n")
+    assert modes == [True, False, True, False]

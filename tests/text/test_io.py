@@ -92,6 +92,40 @@ def test_batches_do_not_depend_on_how_the_text_was_read(tmp_path_factory, text, 
     assert batches(max_chars) == whole
 
 
+@settings(max_examples=150, deadline=None)
+@given(text=pieces, block=st.integers(1, 40), max_chars=st.one_of(st.none(), st.integers(1, 30)), sizes=st.lists(st.integers(1, 40), min_size=1, max_size=4))
+def test_joined_lines_give_the_same_batches_and_counts(tmp_path_factory, text, block, max_chars, sizes):
+    """joined=True (the lines of a block as one record): the same batches of the same text as a
+    record per line, the same number of records counted, whatever the blocks and pieces."""
+    import deniable.text.io as text_io
+
+    path = tmp_path_factory.mktemp("joined") / "t.txt"
+    path.write_bytes(text.encode("utf-8"))
+    old = text_io._BLOCK
+    text_io._BLOCK = block
+    try:
+        got = {}
+        for joined in (False, True):
+            reader = read_records(path, max_chars=max_chars, joined=joined)
+            got[joined] = (["".join(r.text for r in b) for b in batch_records(iter(reader), tuple(sizes))], reader.records)
+    finally:
+        text_io._BLOCK = old
+    assert got[True] == got[False]
+    assert got[True][1] == text.count("\n") + (not text.endswith("\n") and text != "")
+
+
+def test_joined_lines_errors_and_formats(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"ok\n" + "é".encode() * 3000 + b"\xff rest\n")
+    with pytest.raises(DataError, match=r"bad\.txt:2: invalid UTF-8 \(byte 0xff at column 6001\)"):
+        list(read_records(p, max_chars=1000, joined=True))
+    p.write_bytes(b"ok\nfine\nab\0c\n")
+    with pytest.raises(DataError, match=r"bad\.txt:3: binary data"):
+        list(read_records(p, joined=True))
+    with pytest.raises(ValueError, match="plain text only"):
+        read_records(tmp_path / "a.jsonl", joined=True)
+
+
 def test_reader_errors_name_file_and_line(tmp_path):
     p = tmp_path / "bad.txt"
     p.write_bytes(b"ok\n" + "é".encode() * 3000 + b"\xff rest\n")

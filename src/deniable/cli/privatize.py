@@ -145,7 +145,9 @@ def _process(
         from ..backends.text import ParallelPrivatizer
 
         pool = ParallelPrivatizer(mechanism, 1).privatize_batches
-    reader = read_records(path, format=fmt, column=column, max_chars=_PIECE_CHARS)
+    # plain text whose records nobody counts: the lines of a block as one record (the same batches)
+    joined = fmt == "txt" and report is None and ledger_counts is None
+    reader = read_records(path, format=fmt, column=column, max_chars=_PIECE_CHARS, joined=joined)
     writer = RecordWriter(out, reader)
     shown = 0
     batches = pool(

@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .._threads import run_parallel, threads
+from .._threads import even_cuts, run_parallel
 from ._kernels import COMPILED_MIN_CHARS, PARALLEL_MIN_TOKENS, compiled
 from ._kernels import has_lowercase as _has_lowercase
 from ._kernels import lower_packed as _lower_packed
@@ -410,7 +410,7 @@ def _write_compiled(
     *, keep: bool, rendered: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> list[str]:
     """:func:`assemble`'s output written by the compiled loop (:mod:`deniable.text._kernels`), in
-    parts on :func:`~deniable._threads.threads` threads (each part's texts into their own
+    parts on :func:`~deniable._threads.threads` threads at most (each part's texts into their own
     output)."""
     extra, offsets, rlen = rendered
     is_special = np.zeros(chosen.size, dtype=bool)
@@ -445,10 +445,9 @@ def _texts_of(out: np.ndarray, bounds: np.ndarray) -> list[str]:
 
 
 def _parts(n: int) -> list[int]:
-    """Even cuts of ``n`` items into :func:`~deniable._threads.threads` parts (none below
-    :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS` items)."""
-    k = threads() if n >= PARALLEL_MIN_TOKENS else 1
-    return [n * i // k for i in range(1, k)]
+    """The inner cuts of :func:`~deniable._threads.even_cuts` of ``n`` tokens (parts of at least
+    :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS`)."""
+    return even_cuts(n, PARALLEL_MIN_TOKENS)[1:-1]
 
 
 def _word_sources(table: VocabTable, buf: np.ndarray, chosen: np.ndarray, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

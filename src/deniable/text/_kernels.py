@@ -296,7 +296,8 @@ def _jit_all(numba: Any, *, cache: bool) -> dict[str, Callable[..., Any]]:
     return {"scan": jit(_scan), "write": jit(_write)}
 
 
-#: Tokens in a batch from which the compiled loops split it between threads.
-PARALLEL_MIN_TOKENS = 20_000
+#: Tokens each thread gets at least when the compiled loops split a batch between threads (a
+#: batch of fewer than twice this many runs on one).
+PARALLEL_MIN_TOKENS = 10_000
 
 

@@ -119,7 +119,7 @@ class VocabTable:
         self.word_bytes = np.frombuffer(b" " + b" ".join(encoded) + b"\0" * 8, dtype=np.uint8)
         self.longest_word = int(self.word_len.max(initial=0))
         #: each word's start and length in one integer (start << 24 | length), one read per word
-        self.word_span = self.word_start << 24 | self.word_len if int(self.word_len.max(initial=0)) < 1 << 24 and self.word_bytes.size < 1 << 38 else None
+        self.word_span = self.word_start << 24 | self.word_len if self.longest_word < 1 << 24 and self.word_bytes.size < 1 << 38 else None
         self.word_ascii = self.word_len == np.fromiter(map(len, words), dtype=np.int64, count=len(words))
         self.all_ascii = bool(self.word_ascii.all())
         #: words written as a clitic in a clitic's place (:func:`~deniable.text.tokenize.clitic_form`)

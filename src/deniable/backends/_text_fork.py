@@ -37,9 +37,10 @@ __all__ = ["BatchStreams", "fork_refusal", "take_group", "warm_up", "whole_worke
 WHOLE_GROUP_CHARS = 1 << 14
 
 
-def take_group(it: Iterator[Any], texts_of: Callable[[Any], Sequence[str]], group_chars: int) -> tuple[list[Any], list[list[str]]]:
+def take_group(it: Iterator[Any], texts_of: Callable[[Any], Sequence[str]], group_chars: int) -> tuple[list[Any], list[list[str]], int]:
     """The next consecutive batches of ``it`` holding at least ``group_chars`` characters in all
-    (fewer at the end; none when ``it`` is exhausted), and each batch's texts: one worker's group."""
+    (fewer at the end; none when ``it`` is exhausted), each batch's texts, and their characters:
+    one worker's group."""
     batches: list[Any] = []
     texts: list[list[str]] = []
     chars = 0
@@ -49,7 +50,7 @@ def take_group(it: Iterator[Any], texts_of: Callable[[Any], Sequence[str]], grou
         chars += sum(map(len, texts[-1]))
         if chars >= group_chars:
             break
-    return batches, texts
+    return batches, texts, chars
 
 
 class BatchStreams:
@@ -249,10 +250,10 @@ def run_whole(
 
     def peek() -> tuple[_Group, list[list[str]]] | None:
         if not pending:
-            batches, texts = take_group(it, texts_of, group_chars)
+            batches, texts, chars = take_group(it, texts_of, group_chars)
             if not batches:
                 return None
-            pending.append((_Group(index, batches, sum(len(t) for ts in texts for t in ts)), texts))
+            pending.append((_Group(index, batches, chars), texts))
         return pending[0]
 
     def place() -> tuple[_Group, list[list[str]]]:

@@ -347,7 +347,7 @@ class ParallelPrivatizer:
         def fill() -> None:  # every idle worker gets the next group of batches
             nonlocal index
             while idle:
-                batches, texts = take_group(it, texts_of, self.group_chars)
+                batches, texts, _ = take_group(it, texts_of, self.group_chars)
                 if not batches:
                     return
                 w = idle.popleft()

@@ -41,7 +41,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -237,27 +237,22 @@ class RecordReader:
                             raise DataError("invalid UTF-8 (the file ends inside a multi-byte character); convert the file to UTF-8", path=self.name, line=k) from None
                 decode_line(raw, path=self.name, line=k)
             raise AssertionError("unreachable: a bad block has a bad line") from None
-        size = self.max_chars
-        if self.joined:  # the complete lines as one record, the last one without a break as another
+        if self.joined:  # the complete lines as one record, never split into lines (what it saves)
             end = text.rfind("\n") + 1
-            breaks = text.count("\n", 0, end)
-            if end:
-                record = Record(n + 1, text if end == len(text) else text[:end])
-                yield from self._pieces(record) if size is not None and end > size else (record,)
-                self.records += breaks
-            if end < len(text):
-                record = Record(n + breaks + 1, text[end:])
-                yield from self._pieces(record) if size is not None and len(text) - end > size else (record,)
-                self.records += 1
-            return
-        lines = text.split("\n")
-        last = lines.pop()
-        for k, line in enumerate(lines, start=n + 1):
-            record = Record(k, line + "\n")
-            yield from self._pieces(record) if size is not None and len(line) >= size else (record,)
-        self.records += len(lines)
+            breaks = text.count("\n")
+            whole: Iterable[Record] = (Record(n + 1, text[:end]),) if end else ()
+            last = text[end:]
+        else:
+            lines = text.split("\n")
+            last = lines.pop()
+            breaks = len(lines)
+            whole = (Record(k, line + "\n") for k, line in enumerate(lines, start=n + 1))
+        size = self.max_chars
+        for record in whole:
+            yield from self._pieces(record) if size is not None and len(record.text) > size else (record,)
+        self.records += breaks
         if last:
-            record = Record(n + len(lines) + 1, last)
+            record = Record(n + breaks + 1, last)
             yield from self._pieces(record) if size is not None and len(last) > size else (record,)
             self.records += 1
 

@@ -15,9 +15,10 @@ round, best of ``--rounds``; the machine may be shared, so compare same-run rati
   ``--workers 2`` on both cores, with ``--workers 1`` on one core (the process and what it
   starts pinned to one CPU), and on a one-line file (the fixed start-up cost); words/s end to end,
   its ratio to the id path's words/s, and the two-core speed-up (one-core seconds ÷ the faster
-  two-core run); best of ``--cli-rounds`` interleaved rounds (every command once per round). The file holds the corpus's first texts with at least ``--cli-words`` words
-  (default 100,000) and enough for about ``--cli-seconds`` of the mechanism's id path, the whole
-  corpus again and again (at most ``--cli-max-repeat`` times) for a mechanism that needs more.
+  two-core run); best of ``--cli-rounds`` interleaved rounds (every command once per round).
+  The file holds the corpus's first texts with at least ``--cli-words`` words (default
+  100,000) and enough for about ``--cli-seconds`` of the mechanism's id path, the whole corpus
+  again and again (at most ``--cli-max-repeat`` times) for a mechanism that needs more.
 
 Also the text work alone (a stand-in mechanism that samples nothing) against ``split_words``
 and ``str.split`` on the whole corpus. Texts: IMDb reviews from ``../shared/data`` (generated

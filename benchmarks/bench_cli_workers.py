@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import IMDB
+from _common import IMDB, compile_package
 
 MECHANISMS = {"custext": 3.0, "tem": 3.0, "santext": 3.0, "madlib": 10.0}  # name: epsilon
 SLOW = {"madlib", "mahalanobis", "vickrey", "brr"}
@@ -134,6 +134,7 @@ def main() -> None:
     args = ap.parse_args()
     names = args.only or list(MECHANISMS)
     rows: list[dict[str, Any]] = []
+    compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
         for size in sorted({args.slow_words if n in SLOW else args.words for n in names}):

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import IMDB
+from _common import IMDB, compile_package
 
 import deniable
 from deniable import _threads
@@ -207,6 +207,7 @@ def _row(name: str, subset: tuple[list[str], np.ndarray, int], best: dict[str, f
         txt = n / best[f"{name} text compiled"]
         row.update(text_compiled_words_per_s=txt, text_compiled_over_id=txt / idr)
     if not args.no_cli:
+        compile_package()
         with tempfile.TemporaryDirectory(prefix="deniable-bench-text-") as tmp:
             src, line = Path(tmp) / "in.txt", Path(tmp) / "one.txt"
             total, times = _cli_file(src, corpus, max(args.cli_words, int(idr * args.cli_seconds)), args.cli_max_repeat)

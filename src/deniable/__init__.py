@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from ._rng import as_generator
-from ._version import __version__
 from .calibration import equivalent_epsilon, plausible_deniability, select_epsilon
 from .embeddings import UNK_ID, Embedding, load_embedding
 from .errors import DataError, DeniableWarning, PrivacyWarning
@@ -49,8 +48,9 @@ _connect_layers()
 # `import deniable` light and lets `python -m deniable.brr_runtime` run without a RuntimeWarning
 # (runpy warns when the package has already imported the module it is asked to run).
 _LAZY = {"BRR": "deniable.mechanisms.brr", "BinaryEmbedding": "deniable.binary", "binarize": "deniable.binary"}
-# the mechanisms users compare with, also loaded on first use
+# the mechanisms users compare with, also loaded on first use; the version (importlib.metadata)
 _LAZY.update(
+    __version__="deniable._version",
     SanText="deniable.mechanisms.santext",
     SanTextPlus="deniable.mechanisms.santext",
     CusText="deniable.mechanisms.custext",

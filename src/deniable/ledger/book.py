@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._validation import check_positive
-from .._version import __version__
 from ..errors import DataError
 from .records import BudgetExceeded, Release, Tally, Total, _as_tally, _dataset, _describe, _hash_key, _now, _user_key, file_identity
 from .store import _CHUNK, RELATIVE_TOLERANCE, Store
@@ -187,6 +186,8 @@ class Ledger(Store):
         out = None if output is None else os.fspath(output)
         release_id = uuid.uuid4().hex
         stamp = _now()
+        from .._version import __version__  # (importlib.metadata: loaded when a release is recorded, not at import)
+
         row = (release_id, stamp, ds, name, params_json, eps, choice, metric, embedding, tally.records, tally.words, tally.max_words, len(per_user), out, __version__)
         keys = sorted(per_user)
 

@@ -1,13 +1,15 @@
-"""Speed of ``deniable privatize --workers 2`` against ``--workers 1`` on a large real file.
+"""Speed of ``deniable privatize --workers N`` against ``--workers 1`` on a large real file.
 
-Question: on this machine, how much faster is the command line with two processes privatizing
+Question: on this machine, how much faster is the command line with N processes privatizing
 whole batches (tokenize, look up, sample, rebuild): the main process, which also reads and
-writes, and one worker forked from it after the mechanism is built? For each mechanism, the same
-command with ``--workers 1`` and ``--workers 2`` in subprocesses, interleaved (round after round,
-both worker counts once per round), wall time end to end (interpreter start, embedding load and
-the workers' start included); the speed-up is the ratio of the two medians of the same run. Each
-run's output is compared byte for byte with the ``--workers 1`` output of the same mechanism (it
-must be identical: same seed). The load average is recorded before every run.
+writes, and N - 1 workers forked from it after the mechanism is built (with ``--device``, N
+workers doing the text work while the main process samples on the device)? For each mechanism,
+the same command with each ``--workers`` count (default 1 and 2) in subprocesses, interleaved
+(round after round, every count once per round), wall time end to end (interpreter start,
+embedding load and the workers' start included); the speed-up of N is the ratio of the medians of
+the first count and N in the same run. Each run's output is compared byte for byte with the
+others of the same mechanism (it must be identical: same seed). The load average is recorded
+before every run.
 
 CPU seconds are recorded too: the command runs in a small driver (this file with ``--drive``)
 that reads, when the run ends, its own CPU time and that of each worker process
@@ -18,13 +20,14 @@ largest CPU time of one of its processes (the others run beside it), so ``--work
 ÷ that critical path bounds its speed-up there (``idle_core_bound``; an upper bound: waiting
 between the processes is not counted); the sum is what the run takes from the machine.
 
-Data: IMDb reviews from ``../shared/data`` (one review per line, in file order) until
-``--words`` words (default 1.2 M); mechanisms whose sampling is a nearest-neighbour search over
-the vocabulary (Madlib, Mahalanobis, Vickrey, BRR; a few thousand words per second) run on the
-first ``--slow-words`` words (default 100,000) of the same file.
+Data: IMDb reviews from ``../shared/data`` (or ``--data``: a ``.csv.gz`` with a ``review``
+column; one review per line, in file order) until ``--words`` words (default 1.2 M); mechanisms
+whose sampling is a nearest-neighbour search over the vocabulary (Madlib, Mahalanobis, Vickrey,
+BRR; a few thousand words per second on a CPU) run on the first ``--slow-words`` words (default
+100,000) of the same file, unless ``--device`` samples on an accelerator.
 
 Usage: ``python benchmarks/bench_cli_workers.py [--words 1200000] [--rounds 3]
-[--only custext tem] [--json record.json]``
+[--only custext tem] [--workers 1 2 4] [--device cuda] [--data imdb.csv.gz] [--json record.json]``
 """
 
 from __future__ import annotations
@@ -51,14 +54,14 @@ MECHANISMS = {"custext": 3.0, "tem": 3.0, "santext": 3.0, "madlib": 10.0}  # nam
 SLOW = {"madlib", "mahalanobis", "vickrey", "brr"}
 
 
-def _write_corpus(path: Path, n_words: int) -> int:
+def _write_corpus(path: Path, n_words: int, data: Path) -> int:
     """IMDb reviews, one per line (inner newlines as spaces), until ``n_words`` whitespace-separated
     words; returns the words written."""
-    if not IMDB.exists():
-        sys.exit(f"needs the IMDb file {IMDB} (see shared/data/README.md)")
+    if not data.exists():
+        sys.exit(f"needs the IMDb file {data} (see shared/data/README.md)")
     csv.field_size_limit(sys.maxsize)
     total = 0
-    with gzip.open(IMDB, "rt", encoding="utf-8", newline="") as f, open(path, "w", encoding="utf-8") as out:
+    with gzip.open(data, "rt", encoding="utf-8", newline="") as f, open(path, "w", encoding="utf-8") as out:
         for row in csv.DictReader(f):
             text = " ".join(row["review"].splitlines())
             out.write(text + "\n")
@@ -106,11 +109,11 @@ def _drive(cpu_file: str, argv: list[str]) -> None:
         Path(cpu_file).write_text(json.dumps({"main": time.process_time(), "workers": workers, "forkserver": sum(server), "mode": ",".join(modes)}))
 
 
-def _run(src: Path, out: Path, name: str, epsilon: float, workers: int) -> dict[str, Any]:
+def _run(src: Path, out: Path, name: str, epsilon: float, workers: int, device: str | None = None) -> dict[str, Any]:
     """Wall seconds, CPU seconds, output sha256 and the summary line of one command."""
     cpu_file = out.with_suffix(".cpu.json")
     cmd = [sys.executable, __file__, "--drive", str(cpu_file), "privatize", str(src), "-o", str(out), "-m", name, "-e", str(epsilon),
-           "--seed", "0", "--no-progress", "--workers", str(workers)]
+           "--seed", "0", "--no-progress", "--workers", str(workers), *(["--device", device] if device else [])]
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -130,47 +133,56 @@ def main() -> None:
     ap.add_argument("--slow-words", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", nargs="*", default=None, help="mechanisms (default: custext tem santext madlib)")
+    ap.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="worker counts, the first the reference (default: 1 2)")
+    ap.add_argument("--device", default=None, help="sample with the torch backend on this device (e.g. cuda)")
+    ap.add_argument("--data", type=Path, default=IMDB, help="IMDb reviews, .csv.gz with a 'review' column")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    slow = set() if args.device else SLOW
     names = args.only or list(MECHANISMS)
     rows: list[dict[str, Any]] = []
     compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
-        for size in sorted({args.slow_words if n in SLOW else args.words for n in names}):
+        for size in sorted({args.slow_words if n in slow else args.words for n in names}):
             path = Path(tmp) / f"imdb_{size}.txt"
-            files[size] = (path, _write_corpus(path, size))
+            files[size] = (path, _write_corpus(path, size, args.data))
         print(f"machine: {platform.machine()}, {os.cpu_count()} cpu(s), Python {platform.python_version()}, numpy {np.__version__}")
         for name in names:
-            src, n_words = files[args.slow_words if name in SLOW else args.words]
+            src, n_words = files[args.slow_words if name in slow else args.words]
             eps = MECHANISMS.get(name, 3.0)
-            runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+            counts = list(dict.fromkeys(args.workers))
+            runs: dict[int, list[dict[str, Any]]] = {w: [] for w in counts}
             for _ in range(args.rounds):
-                for w in (1, 2):
+                for w in counts:
                     load = os.getloadavg()[0]
-                    runs[w].append(_run(src, Path(tmp) / f"out_{w}.txt", name, eps, w) | {"load_average_1min": load})
+                    runs[w].append(_run(src, Path(tmp) / f"out_{w}.txt", name, eps, w, args.device) | {"load_average_1min": load})
             identical = len({r["sha256"] for rs in runs.values() for r in rs}) == 1
             med = {w: statistics.median(r["seconds"] for r in rs) for w, rs in runs.items()}
             cpu = {w: {"main": statistics.median(r["cpu_main"] for r in rs), "workers": statistics.median(sum(r["cpu_workers"]) + r["cpu_forkserver"] for r in rs),
                        "critical": statistics.median(max([r["cpu_main"], *r["cpu_workers"]]) for r in rs)} for w, rs in runs.items()}
+            first, last = counts[0], counts[-1]
             row = {
-                "mechanism": name, "epsilon": eps, "words": n_words, "bytes": src.stat().st_size, "identical_output": identical,
-                "median_seconds_1": med[1], "median_seconds_2": med[2], "speedup": med[1] / med[2],
-                "words_per_second_1": n_words / med[1], "words_per_second_2": n_words / med[2],
+                "mechanism": name, "epsilon": eps, "device": args.device, "words": n_words, "bytes": src.stat().st_size, "identical_output": identical,
+                **{f"median_seconds_{w}": med[w] for w in counts}, "speedup": med[first] / med[last],
+                **{f"speedup_{w}": med[first] / med[w] for w in counts[1:]},
+                **{f"words_per_second_{w}": n_words / med[w] for w in counts},
                 "median_cpu_seconds": {str(w): c for w, c in cpu.items()},
-                "idle_core_bound": cpu[1]["critical"] / cpu[2]["critical"],
+                "idle_core_bound": cpu[first]["critical"] / cpu[last]["critical"],
                 "load_average_range": [min(r["load_average_1min"] for rs in runs.values() for r in rs), max(r["load_average_1min"] for rs in runs.values() for r in rs)],
                 "runs": {str(w): rs for w, rs in runs.items()},
             }
             rows.append(row)
-            print(f"{name:10s} {n_words:>10,d} words  --workers 1: {med[1]:6.2f} s  --workers 2: {med[2]:6.2f} s  speed-up {row['speedup']:.2f}  "
-                  f"CPU main {cpu[1]['main']:.2f} -> {cpu[2]['main']:.2f} s + workers {cpu[2]['workers']:.2f} s  "
+            times = "  ".join(f"--workers {w}: {med[w]:6.2f} s" for w in counts)
+            speedups = " ".join(f"{med[first] / med[w]:.2f}" for w in counts[1:])
+            print(f"{name:10s} {n_words:>10,d} words  {times}  speed-up {speedups}  "
+                  f"CPU main {cpu[first]['main']:.2f} -> {cpu[last]['main']:.2f} s + workers {cpu[last]['workers']:.2f} s  "
                   f"identical {identical}  load {row['load_average_range'][0]:.1f}-{row['load_average_range'][1]:.1f}", flush=True)
     if args.json:
         record = {
-            "benchmark": "bench_cli_workers.py", "args": vars(args) | {"json": str(args.json)},
+            "benchmark": "bench_cli_workers.py", "args": vars(args) | {"json": str(args.json), "data": str(args.data)},
             "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
-            "data": str(IMDB.relative_to(IMDB.parents[3])), "rows": rows,
+            "data": str(args.data.relative_to(IMDB.parents[3])) if args.data == IMDB else args.data.name, "rows": rows,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

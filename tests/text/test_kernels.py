@@ -70,3 +70,25 @@ def test_no_writable_cache_folder_compiles_in_each_process(monkeypatch):
     assert _kernels.compiled(load=False) is None and calls == []
     assert _kernels.compiled() == {"scan": "scan", "write": "write"} and calls == [True, False]
     assert _kernels.compiled(load=False) == {"scan": "scan", "write": "write"}
+
+
+def test_a_large_input_loads_the_compiled_loops_up_front(tmp_path, monkeypatch):
+    """``deniable privatize`` on an input of COMPILED_MIN_INPUT characters or more loads the
+    compiled loops before its first batch (its batches are smaller than COMPILED_MIN_CHARS, so
+    they would not load them); a smaller input leaves that to its batches (the loops' outputs
+    are the numpy loops', above)."""
+    from click.testing import CliRunner
+
+    from deniable.cli.main import cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat on the mat.\nIt rained in Paris!\n" * 100, encoding="utf-8")
+    calls: list[bool] = []
+    real = _kernels.compiled
+    monkeypatch.setattr(_kernels, "compiled", lambda *, load=True: calls.append(load) or real(load=load))
+    for least in (src.stat().st_size, src.stat().st_size + 1):
+        monkeypatch.setattr(_kernels, "COMPILED_MIN_INPUT", least)
+        out = tmp_path / f"out_{least}.txt"
+        result = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(out), "-m", "custext", "-e", "3", "--seed", "1", "--workers", "1"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    assert calls == [True]  # the first run only: its input is exactly the threshold

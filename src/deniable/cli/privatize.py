@@ -117,9 +117,13 @@ def _privatizer(mechanism, workers: int | str, chars: int | None) -> Iterator[An
     where forking is safe (else the text work only, this process sampling); the workers start
     now (before a progress bar's thread, which would rule out forking) and stop on exit. With
     :class:`~deniable.backends.text.BatchStreams` the output is the same for a seed whatever the
-    number of workers."""
+    number of workers. An input of :data:`~deniable.text._kernels.COMPILED_MIN_INPUT` characters
+    or more loads the text path's compiled loops (numba) first, for all its batches."""
     from ..backends.text import ParallelPrivatizer, auto_workers, fork_refusal
+    from ..text import _kernels
 
+    if chars is not None and chars >= _kernels.COMPILED_MIN_INPUT:
+        _kernels.compiled(load=True)  # for every batch, small ones too; loaded before the workers fork, which share them
     serial_chars = 0
     if workers == "auto":
         workers, serial_chars = auto_workers(chars, whole=fork_refusal(mechanism) is None)

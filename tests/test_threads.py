@@ -25,6 +25,19 @@ def test_thread_count_from_setting_environment_and_cores(monkeypatch):
         _threads.set_threads(0)
 
 
+def test_thread_limit_lowers_the_count_for_a_block_and_restores_it(monkeypatch):
+    monkeypatch.setattr(_threads, "_THREADS", [None])
+    monkeypatch.setenv("DENIABLE_THREADS", "3")
+    with _threads.thread_limit(2):
+        assert _threads.threads() == 2
+        with _threads.thread_limit(5):  # a limit never raises the count
+            assert _threads.threads() == 2
+    assert _threads.threads() == 3 and _threads._THREADS == [None]  # the environment's value again
+    with pytest.raises(RuntimeError), _threads.thread_limit(1):
+        raise RuntimeError
+    assert _threads._THREADS == [None]
+
+
 def test_even_cuts(monkeypatch):
     monkeypatch.setattr(_threads, "_THREADS", [3])
     assert _threads.even_cuts(10, 100) == [0, 10]

@@ -9,12 +9,13 @@ part is computed as it would be alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["threads", "set_threads", "run_parallel", "stop_threads", "even_cuts"]
+__all__ = ["threads", "set_threads", "thread_limit", "run_parallel", "stop_threads", "even_cuts"]
 
 _THREADS: list[int | None] = [None]
 _POOL: list[Any] = [None, 0]  # the pool, its threads
@@ -46,6 +47,18 @@ def set_threads(n: int | None) -> None:
     if n is not None and n < 1:
         raise ValueError(f"threads must be at least 1, got {n}")
     _THREADS[0] = n
+
+
+@contextlib.contextmanager
+def thread_limit(n: int) -> Iterator[None]:
+    """At most ``n`` threads per large batch in this process while the block runs (a process
+    that shares the cores with worker processes), then what it was before."""
+    before = _THREADS[0]
+    _THREADS[0] = max(1, min(threads(), n))
+    try:
+        yield
+    finally:
+        _THREADS[0] = before
 
 
 def even_cuts(n: int, minimum: int) -> list[int]:

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from deniable import get_mechanism
+from deniable import _threads, get_mechanism
 from deniable.backends import _text_fork
 from deniable.backends.text import BatchStreams, ParallelPrivatizer, fork_refusal
 from deniable.embeddings import Embedding
@@ -267,16 +267,22 @@ def test_this_process_leaves_a_larger_group_to_the_workers(emb, monkeypatch):
     sizes = [4_000, 8_000, 16_000, 64_000, 64_000, 64_000, 64_000]  # words per batch: one batch a group
     bl = [[" ".join(rng.choice(WORDS, n)) + "\n"] for n in sizes]
     here: list[int] = []
+    threads_here: set[int] = set()
     privatize_group = _text_fork._group
 
     def counted(mechanism, record, streams, first, texts, *rest):
         here.append(first)
+        threads_here.add(_threads.threads())
         return privatize_group(mechanism, record, streams, first, texts, *rest)
 
+    monkeypatch.setattr(_threads, "_THREADS", [3])
     with ParallelPrivatizer(mech, 2) as pp:
         assert pp.start() == "whole"
+        pp.blas_threads = 1  # this process's share of the cores, as on two cores
         monkeypatch.setattr(_text_fork, "_group", counted)
         got = [out for _, out, _ in pp.privatize_batches(bl, rng=BatchStreams(7))]
     assert got == [privatize_texts(mech, texts, rng=BatchStreams(7)(i)) for i, texts in enumerate(bl)]
     # 0 and 1 go to the worker; 2 and 3, each larger than what it has waiting, too, as it answers
     assert here and min(here) >= 4
+    # the groups privatized here ran their loops on this process's share of threads; then 3 again
+    assert threads_here == {1} and _threads.threads() == 3

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._rng import RNGLike, as_generator, secure_generator
-from .._threads import set_threads, stop_threads
+from .._threads import set_threads, stop_threads, thread_limit
 from ..errors import PrivacyWarning
 from ..text.privatize import ObservedSampler, privatize_texts
 
@@ -239,7 +239,8 @@ def run_whole(
     a batch's output does not depend on where it ran). At most ``3 * QUEUED_PER_WORKER`` groups
     per process are in flight or waiting to be yielded (bounded memory); the batches are yielded
     in order with their counts merged into ``stats`` and their (ids, outputs) given to the
-    observers, in order. An error stops the workers and is raised."""
+    observers, in order. Meanwhile this process's BLAS and text loops run on ``pp.blas_threads``
+    threads (its share of the cores). An error stops the workers and is raised."""
     base, observers = unwrap(pp.mechanism)
     conns = pp._conns
     queued: list[deque[_Group]] = [deque() for _ in conns]  # each worker's unanswered groups, in order sent
@@ -283,7 +284,7 @@ def run_whole(
 
     pp._in_flight = True
     try:
-        with _blas_limit(pp.blas_threads):
+        with _blas_limit(pp.blas_threads), thread_limit(pp.blas_threads):  # this process shares the cores with the workers
             while True:
                 receive(0)
                 fill()

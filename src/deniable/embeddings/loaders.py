@@ -253,7 +253,7 @@ def _checked(path: Path, words: list[str], vectors: np.ndarray, *, first_line: i
     """Build the Embedding, turning row numbers into file line numbers in errors."""
     if len(words) == 0:
         raise DataError("the embedding file has no words", path=path)
-    if vectors.ndim == 2:  # (checked in float32, as stored: numpy checks float16 several times slower)
+    if vectors.ndim == 2:  # float32, as the Embedding keeps them, before the check: numpy checks float16 several times slower
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     row = _first_nonfinite_row(vectors)
     if row is not None:

@@ -120,10 +120,9 @@ def _privatizer(mechanism, workers: int | str, chars: int | None) -> Iterator[An
     number of workers. An input of :data:`~deniable.text._kernels.COMPILED_MIN_INPUT` characters
     or more loads the text path's compiled loops (numba) first, for all its batches."""
     from ..backends.text import ParallelPrivatizer, auto_workers, fork_refusal
-    from ..text import _kernels
+    from ..text import load_compiled_loops
 
-    if chars is not None and chars >= _kernels.COMPILED_MIN_INPUT:
-        _kernels.compiled(load=True)  # for every batch, small ones too; loaded before the workers fork, which share them
+    load_compiled_loops(chars)  # before the workers fork, which share them
     serial_chars = 0
     if workers == "auto":
         workers, serial_chars = auto_workers(chars, whole=fork_refusal(mechanism) is None)

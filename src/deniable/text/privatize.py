@@ -13,10 +13,13 @@ import numpy as np
 
 from .._rng import RNGLike, as_generator
 from ..errors import PrivacyWarning
-from . import _bulk
+from . import _bulk, _kernels
 from .tokenize import apply_case, case_pattern, clitic_form, clitic_pattern, lookup_key, split_words, vocabulary_keys
 
-__all__ = ["WordSampler", "ObservedSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary", "summarize_privatization"]
+__all__ = [
+    "WordSampler", "ObservedSampler", "OOV_POLICIES", "CASE_POLICIES", "privatize_texts", "check_oov", "check_case", "PrivatizationSummary",
+    "summarize_privatization", "load_compiled_loops",
+]
 
 class WordSampler(Protocol):
     """What :func:`privatize_texts` needs of a mechanism: a ``vocabulary`` (with ``uncased``,
@@ -229,6 +232,19 @@ def privatize_texts(
     if table is not None and sum(map(len, texts)) >= BULK_MIN_CHARS:
         return _privatize_bulk(mechanism, texts, table, rng=rng, oov=oov, case=case, stats=stats, privatized_per_text=privatized_per_text)
     return _per_token(mechanism, texts, as_generator(rng), oov, case, (stats, privatized_per_text, token_outputs), stacklevel=4)
+
+
+def load_compiled_loops(input_chars: int | None) -> bool:
+    """Load the text path's compiled loops (numba, the ``fast`` extra) now when an input of
+    ``input_chars`` characters is large enough to repay their start, about half a second
+    (:data:`~deniable.text._kernels.COMPILED_MIN_INPUT`), so that all its batches use them, small
+    ones included (by themselves they load for a batch of
+    :data:`~deniable.text._kernels.COMPILED_MIN_CHARS` characters). Call it before forking
+    worker processes, which then share them. Outputs do not depend on it. Returns whether the
+    loops are loaded."""
+    if input_chars is not None and input_chars >= _kernels.COMPILED_MIN_INPUT:
+        return _kernels.compiled(load=True) is not None
+    return _kernels.compiled(load=False) is not None
 
 
 #: Total characters of a batch's texts from which they take the bulk path (below it the

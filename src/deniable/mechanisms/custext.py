@@ -339,7 +339,10 @@ class CusText(EmbeddingMechanism):
 
     def _logits(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), K) logits ε·u/2, −inf on padding."""
-        u = self._scores(rows)
+        return self._logits_of(self._scores(rows))
+
+    def _logits_of(self, u: np.ndarray) -> np.ndarray:
+        """The logits ε·u/2 of scores ``u`` (:meth:`_scores`), −inf on padding (NaN)."""
         return np.where(np.isnan(u), -np.inf, (self.epsilon / 2.0) * u)
 
     def _scores_path(self) -> Path | None:
@@ -384,8 +387,7 @@ class CusText(EmbeddingMechanism):
             cum = np.empty(scores.shape)
             for s in range(0, scores.shape[0], 4096):
                 rows = np.arange(s, min(scores.shape[0], s + 4096))
-                u = scores[rows]
-                lg = np.where(np.isnan(u), -np.inf, (self.epsilon / 2.0) * u)
+                lg = self._logits_of(scores[rows])
                 p = np.exp(lg - lg.max(axis=1, keepdims=True))
                 c = np.cumsum(p, axis=1)
                 c /= c[:, -1:]

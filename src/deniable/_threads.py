@@ -2,9 +2,9 @@
 FAISS's searches): how many a large batch is cut into, and one shared pool that runs the parts.
 
 ``DENIABLE_THREADS`` in the environment sets the count (default: the cores this process may
-run on, at most 4); a worker process that shares the cores with others calls
-:func:`set_threads` with 1. Outputs never depend on the count: callers cut a batch so that each
-part is computed as it would be alone.
+run on, at most 4); a process that shares the cores with others takes its share with
+:func:`thread_limit` (or :func:`set_threads` with 1). Outputs never depend on the count: callers
+cut a batch so that each part is computed as it would be alone.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def threads() -> int:
 
 def set_threads(n: int | None) -> None:
     """Use ``n`` threads per large batch in this process (None: the default of :func:`threads`);
-    a forked worker that shares the cores with others sets 1."""
+    a text worker that shares the cores with others sets 1."""
     if n is not None and n < 1:
         raise ValueError(f"threads must be at least 1, got {n}")
     _THREADS[0] = n

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._rng import RNGLike, as_generator, secure_generator
-from .._threads import set_threads, stop_threads, thread_limit
+from .._threads import stop_threads, thread_limit
 from ..errors import PrivacyWarning
 from ..text.privatize import ObservedSampler, privatize_texts
 
@@ -167,17 +167,16 @@ def _group(mechanism: Any, record: bool, streams: BatchStreams, first: int, batc
 
 def whole_worker(conn: Any, others: list[Any], mechanism: Any, record: bool, blas_threads: int) -> None:
     """A forked worker's loop: ``(streams, first, batches, oov, case, counts)`` is answered with
-    ``("done", (results, warnings))`` or ``("error", exception)``; None stops it. BLAS runs on
-    ``blas_threads`` threads (the workers share the cores). A thread reads the messages as they
+    ``("done", (results, warnings))`` or ``("error", exception)``; None stops it. BLAS and the
+    text loops run on ``blas_threads`` threads (the processes share the cores). A thread reads the messages as they
     come, so the main process can queue the next group while this one is privatized (neither
     side then waits on the other, and neither can block the other's send)."""
     for c in others:  # the other workers' pipes, inherited: closed so that their ends see EOF
         c.close()
-    set_threads(1)  # the workers share the cores: one thread each for the text path's loops
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     threading.Thread(target=_receive, args=(conn, inbox), name="deniable-inbox", daemon=True).start()
     try:
-        with _blas_limit(blas_threads):
+        with _blas_limit(blas_threads), thread_limit(blas_threads):  # this process's share of the cores, as the main process's
             msg = inbox.get()
             while msg is not None:
                 try:

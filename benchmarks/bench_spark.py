@@ -21,6 +21,7 @@ Usage: python benchmarks/bench_spark.py [--words 1000000] [--words-per-text 20] 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -132,9 +133,9 @@ def main() -> None:
     for master, (wps, _) in per_core.items():
         print(f"spark {master} / mean single process: {wps / mean:.2f}x")
     if len(per_core) >= 2:
-        (w1, c1), (w2, c2) = list(per_core.values())[:2]
+        (m1, (w1, c1)), (m2, (w2, c2)) = itertools.islice(per_core.items(), 2)
         eff = (w2 / c2) / (w1 / c1)
-        print(f"scaling {list(per_core)[0]} -> {list(per_core)[1]}: {w2 / w1:.2f}x for {c2 / c1:.0f}x cores (per-core efficiency {eff:.2f})")
+        print(f"scaling {m1} -> {m2}: {w2 / w1:.2f}x for {c2 / c1:.0f}x cores (per-core efficiency {eff:.2f})")
         print(
             f"projection: a cluster of N executor cores runs about N x {w1 / c1:,.0f} x {eff:.2f} = N x {w1 / c1 * eff:,.0f} words/s "
             f"(1e9 words on 100 cores: {1e9 / (100 * w1 / c1 * eff) / 3600:.1f} h), if executors are as fast as this machine's cores"

@@ -61,6 +61,8 @@ def bound_rows(df: Any, column: str, *, key: str | None, user_col: str | None, c
         out = out.withColumn(count, F.when(F.col(user_col).isNull() & F.col(column).isNotNull(), F.raise_error(F.lit(msg)).cast("long")).otherwise(F.col(count)))
     if cap is None:
         return out, Bounds(pos, count, None, (pos, count))
+    if user_col is None:
+        raise ValueError("a cap on the words of each user key needs the user column: give user_col")
     order = F.col(key) if key is not None else F.col(pos)
     earlier = Window.partitionBy(F.col(user_col)).orderBy(order, F.col(pos)).rowsBetween(Window.unboundedPreceding, -1)
     # allowances are a running sum of themselves; with a cap of N, min(count, N - sum of earlier counts) clipped at 0 is the same

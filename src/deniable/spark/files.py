@@ -95,10 +95,9 @@ def detect_table_format(path: str | os.PathLike[str], fmt: str | None = None) ->
     if found is not None:
         return found
     if p.is_dir():
-        kinds = {_suffix_format(f.name) for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", "."))}
-        kinds.discard(None)
+        kinds = {k for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", ".")) and (k := _suffix_format(f.name)) is not None}
         if len(kinds) == 1:
-            return kinds.pop()  # type: ignore[return-value]
+            return kinds.pop()
         raise DataError(
             f"cannot tell the format of this directory ({'mixed ' + ', '.join(sorted(kinds)) if kinds else 'no .parquet/.csv/.jsonl/.txt files'}); give it explicitly",
             path=str(path),

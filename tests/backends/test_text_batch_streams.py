@@ -147,6 +147,11 @@ def test_torch_backend_and_threads_keep_sampling_in_this_process(emb, monkeypatc
     assert run(mech, 2, 2, bl)[3] == "text"
 
 
+class _Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("this exception does not pickle")
+
+
 def test_worker_errors_stop_every_worker(emb, monkeypatch):
     mech = get_mechanism("tem", emb, epsilon=3.0)
     bl = batches(30)
@@ -162,6 +167,19 @@ def test_worker_errors_stop_every_worker(emb, monkeypatch):
     with pytest.raises(ValueError, match="bad batch"):
         list(pp.privatize_batches([*bl[:12], ["boom"], *bl[12:]], rng=BatchStreams(0)))
     assert not pp._procs
+    # an exception that does not pickle, raised in the worker, comes back as its text
+    parent = os.getpid()
+
+    def unpicklable(m, texts, **kw):
+        if os.getpid() != parent:
+            raise _Unpicklable("cannot go through a pipe")
+        return real(m, texts, **kw)
+
+    monkeypatch.setattr(_text_fork, "privatize_texts", unpicklable)
+    with pytest.raises(RuntimeError, match="_Unpicklable: cannot go through a pipe"):
+        list(pp.privatize_batches(bl, rng=BatchStreams(0)))
+    assert not pp._procs
+    monkeypatch.setattr(_text_fork, "privatize_texts", failing)
     it = pp.privatize_batches(bl, rng=BatchStreams(1))
     next(it)
     procs = list(pp._procs)

@@ -245,6 +245,44 @@ def test_stray_errors_and_warnings_are_one_line(tmp_path, capfd):
     assert len(lines) == 2 and lines[1].startswith("madlib epsilon=1: 2 words"), lines
 
 
+@pytest.mark.skipif(__import__("importlib").util.find_spec("numba") is None, reason="needs numba (the compiled loops)")
+@pytest.mark.parametrize("to_file", [True, False])
+def test_the_entry_point_skips_the_teardown_after_the_compiled_loops(tmp_path, to_file):
+    """After the compiled loops ran, the console entry point ends the process without the
+    interpreter's tear-down (``os._exit``, here wrapped to say so), once the command is done:
+    exit handlers have run, the output (a file, or standard output) is complete and the exit
+    status is the command's; an error while the loops load in the background still exits 1
+    with its one line."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat on the mat.\n" * 400, encoding="utf-8")
+    out = tmp_path / "out.txt"
+    entry = (
+        "import atexit, os, sys\n"
+        "real = os._exit\n"
+        "os._exit = lambda code: (print(f'_exit {code}', file=sys.stderr, flush=True), real(code))\n"
+        "atexit.register(lambda: print('exit handler', file=sys.stderr, flush=True))\n"
+        "from deniable.cli.main import main\n"
+        "main()\n"
+    )
+    args = ["privatize", str(src), "-m", "custext", "-e", "3", "--seed", "1", "--embedding-limit", "2000", *(["-o", str(out)] if to_file else [])]
+    env = {**__import__("os").environ, "DENIABLE_COMPILED": "1"}
+    p = subprocess.run([sys.executable, "-c", entry, *args], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[-2:] == ["exit handler", "_exit 0"], lines
+    text = out.read_text(encoding="utf-8") if to_file else p.stdout
+    assert text.count("\n") == 400 and len(text.split()) == 6 * 400
+    # an error while the loops load in the background (any input counts as large here): one line, exit 1
+    bad = tmp_path / "bad_embedding.txt"
+    bad.write_text("cat 1 2\ndog 3\n", encoding="utf-8")
+    large = entry.replace("from deniable.cli.main import main", "from deniable.text import _kernels\n_kernels.COMPILED_MIN_INPUT = 1\nfrom deniable.cli.main import main")
+    p = subprocess.run([sys.executable, "-c", large, "privatize", str(src), "-m", "custext", "-e", "3", "--embedding", str(bad)], capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and p.stderr.startswith("Error:") and "Traceback" not in p.stderr, p.stderr
+
+
 # -- long records, exact JSONL copies, progress ------------------------------------
 
 

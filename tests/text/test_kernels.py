@@ -83,12 +83,39 @@ def test_a_large_input_loads_the_compiled_loops_up_front(tmp_path, monkeypatch):
 
     src = tmp_path / "in.txt"
     src.write_text("The cat sat on the mat.\nIt rained in Paris!\n" * 100, encoding="utf-8")
-    calls: list[bool] = []
     real = _kernels.compiled
-    monkeypatch.setattr(_kernels, "compiled", lambda *, load=True: calls.append(load) or real(load=load))
+    asked: dict[int, list[bool]] = {}
     for least in (src.stat().st_size, src.stat().st_size + 1):
+        calls = asked.setdefault(least, [])
+        monkeypatch.setattr(_kernels, "compiled", lambda *, load=True, calls=calls: calls.append(load) or real(load=load))
         monkeypatch.setattr(_kernels, "COMPILED_MIN_INPUT", least)
         out = tmp_path / f"out_{least}.txt"
         result = CliRunner().invoke(cli, ["privatize", str(src), "-o", str(out), "-m", "custext", "-e", "3", "--seed", "1", "--workers", "1"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
-    assert calls == [True, False]  # loaded for the first run (its input is exactly the threshold), not asked for the second
+    assert True in asked[src.stat().st_size]  # loaded for the first run (its input is exactly the threshold)
+    assert True not in asked[src.stat().st_size + 1]  # not asked for the second
+
+
+@needs_numba
+def test_the_compiled_loops_load_in_the_background_ready_to_run():
+    """``load_compiled_loops(n, wait=False)`` returns at once and loads the loops in a thread,
+    running them once on a stand-in vocabulary; ``wait=True`` then waits for that thread (no other
+    thread is left, so worker processes may fork), and privatizing with a real mechanism, with
+    and without rendered words, uses the signatures the stand-in ran: numba compiles nothing
+    more."""
+    code = (
+        "import sys, threading, deniable\n"
+        "from deniable.text import _kernels, load_compiled_loops\n"
+        "big = _kernels.COMPILED_MIN_INPUT\n"
+        "print(load_compiled_loops(big, wait=False), 'numba' in sys.modules or any(t.name == 'deniable-compiled-loops' for t in threading.enumerate()))\n"
+        "m = deniable.get_mechanism('custext', deniable.load_embedding(limit=3000), epsilon=3.0)\n"
+        "print(load_compiled_loops(big), threading.active_count())\n"
+        "k = _kernels.compiled(load=False)\n"
+        "before = {n: len(f.signatures) for n, f in k.items()}\n"
+        "m.privatize([\"The cat's hat, DON'T, caf\u00e9 \" * 3000], rng=0)\n"
+        "m.privatize(['the cat sat on the mat ' * 3000], rng=0, oov='drop', case='lower')\n"
+        "print(before == {n: len(f.signatures) for n, f in k.items()} == {'scan': 1, 'write': 1})\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "DENIABLE_COMPILED"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+    assert out == ["True", "True", "True", "1", "True"]

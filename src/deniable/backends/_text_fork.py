@@ -168,13 +168,17 @@ def _group(mechanism: Any, record: bool, streams: BatchStreams, first: int, batc
 def whole_worker(conn: Any, others: list[Any], mechanism: Any, record: bool, blas_threads: int) -> None:
     """A forked worker's loop: ``(streams, first, batches, oov, case, counts)`` is answered with
     ``("done", (results, warnings))`` or ``("error", exception)``; None stops it. BLAS and the
-    text loops run on ``blas_threads`` threads (the processes share the cores). A thread reads the messages as they
-    come, so the main process can queue the next group while this one is privatized (neither
-    side then waits on the other, and neither can block the other's send)."""
+    text loops run on ``blas_threads`` threads (the processes share the cores). One thread reads
+    the messages as they come, so the main process can queue the next group while this one is
+    privatized, and another sends the replies (neither side then waits on the other, and neither
+    can block the other's send)."""
     for c in others:  # the other workers' pipes, inherited: closed so that their ends see EOF
         c.close()
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     threading.Thread(target=_receive, args=(conn, inbox), name="deniable-inbox", daemon=True).start()
+    sender = threading.Thread(target=_send, args=(conn, outbox), name="deniable-outbox", daemon=True)
+    sender.start()
     try:
         with _blas_limit(blas_threads), thread_limit(blas_threads):  # this process's share of the cores, as the main process's
             msg = inbox.get()
@@ -183,13 +187,30 @@ def whole_worker(conn: Any, others: list[Any], mechanism: Any, record: bool, bla
                     reply = _group(mechanism, record, *msg)
                 except Exception as exc:  # sent back and re-raised in the main process
                     reply = ("error", exc)
-                try:
-                    conn.send(reply)
-                except Exception:  # an exception that does not pickle: its text
-                    conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+                outbox.put(reply)
                 msg = inbox.get()
-    except (EOFError, OSError, KeyboardInterrupt):
+    except KeyboardInterrupt:
         return
+    outbox.put(None)
+    sender.join()
+
+
+def _send(conn: Any, outbox: queue.SimpleQueue[Any]) -> None:
+    """Send the replies put into ``outbox``, in order, until None. The worker goes on with its next
+    group meanwhile: a reply larger than the socket's buffer would otherwise hold it until the
+    main process, busy with a group of its own, reads it."""
+    reply = outbox.get()
+    while reply is not None:
+        try:
+            try:
+                conn.send(reply)
+            except (EOFError, OSError):
+                raise
+            except Exception:  # an exception that does not pickle (pickled whole before a byte is sent): its text
+                conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+        except (EOFError, OSError):  # the main process is gone
+            return
+        reply = outbox.get()
 
 
 def _receive(conn: Any, inbox: queue.SimpleQueue[Any]) -> None:

@@ -259,6 +259,9 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
     targets = _local_targets(inputs, output, fmt)
     if secure and seed is not None:
         raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
+    from ..text import load_compiled_loops
+
+    load_compiled_loops(_input_chars(inputs), wait=False)  # a large input: loaded meanwhile the mechanism is built
     build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
     mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress, device=device), fit_path)
     _privatize_local(
@@ -320,7 +323,7 @@ def _privatize_local(
         book.precheck(mech, inputs)  # a dataset already at its budget: refused before the run
     stats: dict[str, int] = {}
     docs: list | None = [] if report or privacy_report is not None else None
-    total = sum(s for s in (input_size(p) for p in inputs) if s) or None
+    total = _input_chars(inputs)
     disable = None if show_progress is None else not show_progress
     with _privatizer(sampler, workers, total) as pool, progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)  # reported once below, as one line
@@ -347,6 +350,11 @@ def _privatize_local(
         recorder.report(stats=stats, lengths=[n for _, n in docs or []], lines=[ln for ln, _ in docs or []], oov=oov, examples=examples,
                         examples_note=note, seed=seed, inputs=list(inputs)).write(privacy_report)
         echo_wrapped(f"privacy report: {privacy_report} (input-dependent: keep it with the text's owner)")
+
+
+def _input_chars(inputs: tuple[str, ...]) -> int | None:
+    """The inputs' size (bytes of the files that have one; None: none has, e.g. stdin)."""
+    return sum(s for s in (input_size(p) for p in inputs) if s) or None
 
 
 def _check_spark_usage(inputs: tuple[str, ...], output: str, master: str | None, secure: bool, report: bool, device: str | None, fmt: str | None) -> None:

@@ -36,6 +36,9 @@ __all__ = ["Batch", "VocabTable", "vocab_table", "tokenize", "scan", "lookup", "
 #: so no word runs across texts.
 _JOIN = b" "
 _PAD = 8  # bytes after the last text: every unaligned 8-byte read stays inside the buffer
+#: zeros after the rendered outputs: their 8-byte reads stay inside, and the view of them has at
+#: least two elements, so it is never contiguous and the compiled write loop has one signature
+_TAIL = np.zeros(16, dtype=np.uint8)
 
 #: 1 for a word byte: an ASCII word character, or any byte of a non-ASCII character (corrected
 #: per character by :func:`_wide_classes`)
@@ -158,6 +161,7 @@ def _buffer(texts: Sequence[str]) -> tuple[bytes, np.ndarray, np.ndarray, np.nda
         high = np.flatnonzero(buf >= 0x80)
         isword = isword.copy()
         isword[high] = _wide_classes(buf, high)
+        isword.flags.writeable = False  # read-only as for ASCII text: one signature of the compiled scan loop
     return raw, buf, isword, high, text_starts, lens
 
 
@@ -419,7 +423,7 @@ def _write_compiled(
     if size > 1 << 26:  # a closer bound, where this one is large
         size = batch.buf.size + int(table.word_len[chosen].sum()) + chosen.size + int(rlen.sum()) + int(batch.lengths.sum())
     first = np.concatenate(([0], np.cumsum(batch.counts)))
-    b64, w64, e64 = _u64(batch.buf), _u64(table.word_bytes), _u64(np.concatenate((extra, np.zeros(8, dtype=np.uint8))))
+    b64, w64, e64 = _u64(batch.buf), _u64(table.word_bytes), _u64(np.concatenate((extra, _TAIL)))
     texts_at = sorted({0, batch.text_starts.size, *(int(np.searchsorted(first, r)) for r in _parts(chosen.size))})
     outs = [np.empty(size + 8, dtype=np.uint8) for _ in texts_at[1:]]  # (pages never written cost nothing)
     bounds = [np.empty(2 * (j - i), dtype=np.int64) for i, j in itertools.pairwise(texts_at)]

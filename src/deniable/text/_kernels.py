@@ -21,6 +21,7 @@ turns the loops off, ``=1`` loads them for any batch; ``DENIABLE_THREADS`` sets 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from collections.abc import Callable
@@ -279,6 +280,11 @@ def compiled(*, load: bool = True) -> dict[str, Callable[..., Any]] | None:
             if not _COMPILED:
                 _COMPILED.update(_load())
     return _COMPILED["kernels"]
+
+
+def numba_installed() -> bool:
+    """Whether numba can be imported (without importing it)."""
+    return importlib.util.find_spec("numba") is not None
 
 
 def _load() -> dict[str, Any]:

@@ -210,8 +210,9 @@ class RecordReader:
             if end:
                 data = bytes(tail[:end])
                 del tail[:end]
+                before = self.records
                 yield from self._txt_lines(data, n)
-                n += data.count(b"\n")
+                n += self.records - before  # its lines (data ends with a line break)
             if 0 < limit < len(tail):  # a long line: the rest of it as a stream
                 yield from self._txt_stream(f, bytes(tail), n + 1, limit)
                 n += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -234,17 +236,55 @@ def privatize_texts(
     return _per_token(mechanism, texts, as_generator(rng), oov, case, (stats, privatized_per_text, token_outputs), stacklevel=4)
 
 
-def load_compiled_loops(input_chars: int | None) -> bool:
+def load_compiled_loops(input_chars: int | None, *, wait: bool = True) -> bool:
     """Load the text path's compiled loops (numba, the ``fast`` extra) now when an input of
     ``input_chars`` characters is large enough to repay their start, about half a second
     (:data:`~deniable.text._kernels.COMPILED_MIN_INPUT`), so that all its batches use them, small
     ones included (by themselves they load for a batch of
-    :data:`~deniable.text._kernels.COMPILED_MIN_CHARS` characters). Call it before forking
-    worker processes, which then share them. Outputs do not depend on it. Returns whether the
-    loops are loaded."""
-    if input_chars is not None and input_chars >= _kernels.COMPILED_MIN_INPUT:
-        return _kernels.compiled(load=True) is not None
-    return _kernels.compiled(load=False) is not None
+    :data:`~deniable.text._kernels.COMPILED_MIN_CHARS` characters). Outputs do not depend on it.
+
+    ``wait=False``: load them (and make them ready to run) in a background thread and return at
+    once, so that the start overlaps the caller's own (loading an embedding, building a
+    mechanism); a later call with ``wait=True`` waits for that thread. Call it with
+    ``wait=True`` before forking worker processes, which then share the loops. Returns whether
+    the loops are loaded (``wait=False``: being loaded or loaded)."""
+    global _PRELOAD
+    if input_chars is None or input_chars < _kernels.COMPILED_MIN_INPUT:
+        if wait and _PRELOAD is not None:
+            _PRELOAD.join()
+        return _kernels.compiled(load=False) is not None
+    if not wait:
+        if _PRELOAD is None and _kernels.compiled(load=False) is None and _kernels.numba_installed():
+            _PRELOAD = threading.Thread(target=_preload, name="deniable-compiled-loops", daemon=True)
+            _PRELOAD.start()
+        return (_PRELOAD is not None and _PRELOAD.is_alive()) or _kernels.compiled(load=False) is not None
+    if _PRELOAD is not None:
+        _PRELOAD.join()
+    return _kernels.compiled(load=True) is not None
+
+
+_PRELOAD: threading.Thread | None = None
+
+
+def _preload() -> None:
+    """Load the compiled loops and run them once on a constant text with a stand-in sampler (no
+    input, no caller's stream): numba then has their machine code ready for the first batch."""
+    if _kernels.compiled(load=True) is None:
+        return
+    with contextlib.suppress(Exception):  # only a head start: a real batch raises what it raises
+        privatize_texts(_Constant(), ["The cat's " * 512], rng=0)
+
+
+class _Constant:
+    """A stand-in :class:`WordSampler` over a two-word vocabulary that returns its input."""
+
+    def __init__(self) -> None:
+        from ..embeddings import Embedding
+
+        self.vocabulary = Embedding(["the", "cat"], np.eye(2, dtype=np.float32))
+
+    def sample_ids(self, ids: Any, rng: RNGLike = None) -> np.ndarray:
+        return np.maximum(np.asarray(ids, dtype=np.int64), 0)
 
 
 #: Total characters of a batch's texts from which they take the bulk path (below it the

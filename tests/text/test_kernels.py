@@ -3,6 +3,7 @@ output (the loops themselves are checked against the per-token path in test_bulk
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,14 @@ import pytest
 import deniable
 from deniable import _threads
 from deniable.text import _bulk, _kernels
+
+
+def _fresh_python(code: str) -> list[str]:
+    """What ``code`` prints, run in a new interpreter (numba not loaded yet; DENIABLE_COMPILED
+    unset), split on whitespace."""
+    env = {k: v for k, v in os.environ.items() if k != "DENIABLE_COMPILED"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+
 
 needs_numba = pytest.mark.skipif(_kernels.compiled() is None, reason="numba is not installed (or DENIABLE_COMPILED=0)")
 
@@ -47,9 +56,7 @@ def test_a_small_job_does_not_load_the_compiled_loops():
         "m.privatize(['the cat sat on the mat ' * (_kernels.COMPILED_MIN_CHARS // 23 + 1)], rng=0)\n"
         "print('numba' in sys.modules)\n"
     )
-    env_off = {k: v for k, v in __import__("os").environ.items() if k != "DENIABLE_COMPILED"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env_off).stdout.split()
-    assert out == ["False", "True"]
+    assert _fresh_python(code) == ["False", "True"]
 
 
 @needs_numba
@@ -116,6 +123,4 @@ def test_the_compiled_loops_load_in_the_background_ready_to_run():
         "m.privatize(['the cat sat on the mat ' * 3000], rng=0, oov='drop', case='lower')\n"
         "print(before == {n: len(f.signatures) for n, f in k.items()} == {'scan': 1, 'write': 1})\n"
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k != "DENIABLE_COMPILED"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
-    assert out == ["True", "True", "True", "1", "True"]
+    assert _fresh_python(code) == ["True", "True", "True", "1", "True"]

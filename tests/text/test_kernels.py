@@ -44,6 +44,33 @@ def test_outputs_do_not_depend_on_threads_or_loops(monkeypatch):
 
 
 @needs_numba
+def test_one_long_text_is_cut_between_threads_after_whitespace(monkeypatch):
+    """A batch of one long text (the command line's batches of plain text): the scan loop cuts it
+    between threads within the text, only after whitespace, so a clitic after an apostrophe
+    (straight or curly) is found as in one pass wherever the even cut falls; the same output with
+    1 to 4 threads and with the numpy loops, and the work really was cut."""
+    mech = deniable.get_mechanism("custext", deniable.load_embedding(limit=5000), epsilon=3.0)
+    rng = np.random.default_rng(11)
+    words = ["don't", "DON'T", "it's", "we\u2019re", "isn\u2019t", "rock'n'roll", "O'Neil", "caf\u00e9", *mech.vocabulary.words[:20]]
+    seps = [" ", " ", " ", "  ", "\n", ", ", "\t"]
+    monkeypatch.setattr(_bulk, "PARALLEL_MIN_TOKENS", 200)
+    tasks: list[int] = []
+    real = _bulk.run_parallel
+    monkeypatch.setattr(_bulk, "run_parallel", lambda parts: tasks.append(len(parts)) or real(parts))
+    for n_words in range(1000, 1012):  # the even cuts fall on every kind of run
+        text = "".join(f"{w}{sep}" for w, sep in zip(rng.choice(words, n_words).tolist(), rng.choice(seps, n_words).tolist()))
+        outputs = []
+        for n in (1, 2, 3, 4):
+            monkeypatch.setattr(_threads, "_THREADS", [n])
+            outputs.append(mech.privatize([text], rng=4))
+        monkeypatch.setenv("DENIABLE_COMPILED", "0")
+        outputs.append(mech.privatize([text], rng=4))
+        monkeypatch.delenv("DENIABLE_COMPILED")
+        assert all(o == outputs[0] for o in outputs[1:]), n_words
+    assert max(tasks) == 4  # the scan cut one text into four parts
+
+
+@needs_numba
 def test_a_small_job_does_not_load_the_compiled_loops():
     """Loading numba costs about half a second: batches below COMPILED_MIN_CHARS characters leave
     it unloaded, a larger one loads it."""

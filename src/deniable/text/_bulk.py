@@ -193,15 +193,13 @@ def scan(table: VocabTable, texts: Sequence[str], *, lower: bool, cased: bool = 
     short, long_, v64, hot = table.short, table.long, _u64(buf), table.hot_pairs.view(np.uint64)
     short_pairs, long_pairs = short.pairs.view(np.uint64), long_.pairs.view(np.uint64)
 
-    def part(a: int, b: int) -> Callable[[], None]:  # runs a..b-1, from a text's first run: no clitic crosses
+    def part(a: int, b: int) -> Callable[[], None]:  # runs a..b-1, after whitespace: no clitic crosses
         return lambda: kernels["scan"](
             buf, v64, edges[2 * a : 2 * b], _MASKS, lower, hot, _HOT_SHIFT, short_pairs, short.shift, short.mask, isword,
             table.width, long_pairs, long_.shift, long_.mask, table.long_rows, table.long_ids, table.shared_hashes,
             _KIND_1, _KIND_2, _SECOND, _LOWER, _NEGATION, table.clitic_ids, MAX_WIDTH, starts[a:b], ends[a:b], clitic[a:b], kind[a:b], ids[a:b], cases[a:b], is_wide[a:b])
 
-    run_starts = edges[0::2]  # each part from the first run of the text of an even cut on
-    cuts = sorted({0, runs, *(int(np.searchsorted(run_starts, text_starts[np.searchsorted(text_starts, run_starts[r], side="right") - 1])) for r in _parts(runs))})
-    run_parallel([part(a, b) for a, b in itertools.pairwise(cuts)])
+    run_parallel([part(a, b) for a, b in itertools.pairwise(_run_cuts(buf, edges, runs))])
     batch = _batch(raw, buf, starts, ends, clitic, kind, text_starts, lens, np.flatnonzero(is_wide))
     rest = np.flatnonzero(ids == -2)  # a non-ASCII or NUL byte, more than MAX_WIDTH bytes, a shared hash
     if rest.size:
@@ -424,7 +422,7 @@ def _write_compiled(
         size = batch.buf.size + int(table.word_len[chosen].sum()) + chosen.size + int(rlen.sum()) + int(batch.lengths.sum())
     first = np.concatenate(([0], np.cumsum(batch.counts)))
     b64, w64, e64 = _u64(batch.buf), _u64(table.word_bytes), _u64(np.concatenate((extra, _TAIL)))
-    texts_at = sorted({0, batch.text_starts.size, *(int(np.searchsorted(first, r)) for r in _parts(chosen.size))})
+    texts_at = _text_cuts(first, chosen.size)
     outs = [np.empty(size + 8, dtype=np.uint8) for _ in texts_at[1:]]  # (pages never written cost nothing)
     bounds = [np.empty(2 * (j - i), dtype=np.int64) for i, j in itertools.pairwise(texts_at)]
     specials_before = np.searchsorted(special, first[texts_at[:-1]])  # each part's first rendered token
@@ -452,6 +450,44 @@ def _parts(n: int) -> list[int]:
     """The inner cuts of :func:`~deniable._threads.even_cuts` of ``n`` tokens (parts of at least
     :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS`)."""
     return even_cuts(n, PARALLEL_MIN_TOKENS)[1:-1]
+
+
+#: ASCII whitespace bytes: a run of word bytes followed by one takes no clitic from the next run
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[list(b" \t\n\r\x0b\x0c")] = True
+_CUT_WINDOW = 64  # runs searched after an even cut for one that follows whitespace
+
+
+def _run_cuts(buf: np.ndarray, edges: np.ndarray, runs: int) -> list[int]:
+    """Where the compiled scan cuts the word runs ``edges`` of ``buf`` between threads: at about
+    even points (:func:`_parts`), each moved on to the first run after a whitespace byte (a clitic
+    joins a run only to the one right after it, across an apostrophe: each part is then scanned as
+    in one pass, within a text too), every part at least
+    :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS` runs."""
+    cuts = [0]
+    for r in _parts(runs):
+        r = max(r, cuts[-1] + PARALLEL_MIN_TOKENS)
+        if r >= runs:
+            break
+        after_space = np.flatnonzero(_SPACE[buf[edges[2 * r - 1 : 2 * (r + _CUT_WINDOW) - 1 : 2]]])
+        if after_space.size and runs - (r + int(after_space[0])) >= PARALLEL_MIN_TOKENS:
+            cuts.append(r + int(after_space[0]))
+    cuts.append(runs)
+    return cuts
+
+
+def _text_cuts(first: np.ndarray, tokens: int) -> list[int]:
+    """Where the compiled write cuts the texts between threads (``first``: each text's first token,
+    then ``tokens``): the first text boundary at or after each even cut, every part at least
+    :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS` tokens (a batch of a few long texts is
+    written in one part, not in one long part and a short one)."""
+    cuts = [0]
+    for r in _parts(tokens):
+        i = int(np.searchsorted(first, r))
+        if first[i] - first[cuts[-1]] >= PARALLEL_MIN_TOKENS and tokens - first[i] >= PARALLEL_MIN_TOKENS:
+            cuts.append(i)
+    cuts.append(first.size - 1)
+    return cuts
 
 
 def _word_sources(table: VocabTable, buf: np.ndarray, chosen: np.ndarray, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -413,7 +413,8 @@ def _write_compiled(
 ) -> list[str]:
     """:func:`assemble`'s output written by the compiled loop (:mod:`deniable.text._kernels`), in
     parts on :func:`~deniable._threads.threads` threads at most (each part's texts into their own
-    output)."""
+    output), cut at even token counts: a text with a cut in it is written as two pieces, the one
+    ending and the other starting where its cut token starts, then joined."""
     extra, offsets, rlen = rendered
     is_special = np.zeros(chosen.size, dtype=bool)
     is_special[special] = True
@@ -422,18 +423,27 @@ def _write_compiled(
         size = batch.buf.size + int(table.word_len[chosen].sum()) + chosen.size + int(rlen.sum()) + int(batch.lengths.sum())
     first = np.concatenate(([0], np.cumsum(batch.counts)))
     b64, w64, e64 = _u64(batch.buf), _u64(table.word_bytes), _u64(np.concatenate((extra, _TAIL)))
-    texts_at = _text_cuts(first, chosen.size)
+    cut = np.asarray(_parts(chosen.size), dtype=np.int64)  # the first token of each part but the first
+    within = np.searchsorted(first, cut, side="right") - 1  # the text each cut token is in
+    inside = cut > first[within]  # not a text's first token: that text is written in two pieces
+    at, t = within[inside] + 1, cut[inside]
+    text_starts, text_ends = np.insert(batch.text_starts, at, batch.starts[t]), np.insert(batch.text_ends, at - 1, batch.starts[t])
+    first = np.insert(first, at, t)
+    texts_at = [0, *np.searchsorted(first, cut).tolist(), text_starts.size]
     outs = [np.empty(size + 8, dtype=np.uint8) for _ in texts_at[1:]]  # (pages never written cost nothing)
     bounds = [np.empty(2 * (j - i), dtype=np.int64) for i, j in itertools.pairwise(texts_at)]
     specials_before = np.searchsorted(special, first[texts_at[:-1]])  # each part's first rendered token
 
     def part(k: int) -> Callable[[], None]:
         i, j = texts_at[k], texts_at[k + 1]
-        return lambda: write(b64, batch.starts, batch.ends, batch.clitic, batch.text_starts[i:j], batch.text_ends[i:j], first[i : j + 1], sampled, keep,
+        return lambda: write(b64, batch.starts, batch.ends, batch.clitic, text_starts[i:j], text_ends[i:j], first[i : j + 1], sampled, keep,
                              is_special, int(specials_before[k]), chosen, cases, table.word_span, w64, offsets, rlen, e64, _UPPER, outs[k], _u64(outs[k]), bounds[k])
 
     run_parallel([part(k) for k in range(len(outs))])
-    return [t for o, b in zip(outs, bounds) for t in _texts_of(o, b)]
+    texts = [t for o, b in zip(outs, bounds) for t in _texts_of(o, b)]
+    for piece in (at + np.arange(at.size))[::-1].tolist():  # the second pieces, from the last
+        texts[piece - 1] += texts.pop(piece)
+    return texts
 
 
 def _texts_of(out: np.ndarray, bounds: np.ndarray) -> list[str]:
@@ -473,20 +483,6 @@ def _run_cuts(buf: np.ndarray, edges: np.ndarray, runs: int) -> list[int]:
         if after_space.size and runs - (r + int(after_space[0])) >= PARALLEL_MIN_TOKENS:
             cuts.append(r + int(after_space[0]))
     cuts.append(runs)
-    return cuts
-
-
-def _text_cuts(first: np.ndarray, tokens: int) -> list[int]:
-    """Where the compiled write cuts the texts between threads (``first``: each text's first token,
-    then ``tokens``): the first text boundary at or after each even cut, every part at least
-    :data:`~deniable.text._kernels.PARALLEL_MIN_TOKENS` tokens (a batch of a few long texts is
-    written in one part, not in one long part and a short one)."""
-    cuts = [0]
-    for r in _parts(tokens):
-        i = int(np.searchsorted(first, r))
-        if first[i] - first[cuts[-1]] >= PARALLEL_MIN_TOKENS and tokens - first[i] >= PARALLEL_MIN_TOKENS:
-            cuts.append(i)
-    cuts.append(first.size - 1)
     return cuts
 
 

@@ -272,7 +272,7 @@ def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
             t.join(timeout=10)
             pytest.fail("the main process and a worker blocked each other's sends")
     assert got == expected
-    assert max(most) == _text_fork.QUEUED_PER_WORKER  # groups waiting at a worker while it works on one
+    assert max(most) == _text_fork.QUEUED_PER_WORKER  # a second group waiting at a worker
     assert 1 <= here[0] < len(big) and len(most) + here[0] == len(big)
 
 

@@ -242,10 +242,9 @@ class _Group:
         self.result: Any = None
 
 
-#: Groups sent to one whole-pipeline worker and not answered yet: it works on one while the others
-#: wait in its inbox, so it never waits for the main process between groups, even while that one
-#: privatizes a group of its own and writes (3 ran 2-8 % faster than 2 on two cores).
-QUEUED_PER_WORKER = 3
+#: Groups sent to one whole-pipeline worker and not answered yet: it works on one while the next
+#: waits in its inbox, so it never waits for the main process between groups.
+QUEUED_PER_WORKER = 2
 
 
 def run_whole(

@@ -269,10 +269,9 @@ _PRELOAD: threading.Thread | None = None
 def _preload() -> None:
     """Load the compiled loops and run them once on a constant text with a stand-in sampler (no
     input, no caller's stream): numba then has their machine code ready for the first batch."""
-    if _kernels.compiled(load=True) is None:
-        return
-    with contextlib.suppress(Exception):  # only a head start: a real batch raises what it raises
-        privatize_texts(_Constant(), ["The cat's " * 512], rng=0)
+    with contextlib.suppress(Exception):  # only a head start: the caller's own load raises what it raises
+        if _kernels.compiled(load=True) is not None:
+            privatize_texts(_Constant(), ["The cat's " * 512], rng=0)
 
 
 class _Constant:

@@ -202,14 +202,12 @@ def _send(conn: Any, outbox: queue.SimpleQueue[Any]) -> None:
     reply = outbox.get()
     while reply is not None:
         try:
-            try:
-                conn.send(reply)
-            except (EOFError, OSError):
-                raise
-            except Exception:  # an exception that does not pickle (pickled whole before a byte is sent): its text
-                conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+            conn.send(reply)
         except (EOFError, OSError):  # the main process is gone
             return
+        except Exception:  # an exception that does not pickle (pickled whole before a byte is sent): its text instead
+            reply = ("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}"))
+            continue
         reply = outbox.get()
 
 

@@ -261,12 +261,13 @@ def privatize(inputs, output, mechanism, epsilon, params, embedding_path, embedd
         raise click.BadParameter("--secure draws fresh OS entropy; it cannot be combined with --seed", param_hint="--secure")
     from ..text import load_compiled_loops
 
-    load_compiled_loops(_input_chars(inputs), wait=False)  # a large input: loaded meanwhile the mechanism is built
+    total = _input_chars(inputs)
+    load_compiled_loops(total, wait=False)  # a large input: loaded meanwhile the mechanism is built
     build = build_mechanism if device is None else (lambda *a, **k: build_mechanism(*a, device=device, **k))
     mech = _fit_corpus(build_targeted(build, mechanism, epsilon, max_nw, param_values, embedding_path, embedding_limit, progress=show_progress, device=device), fit_path)
     _privatize_local(
         mech, inputs, targets, fmt=fmt, column=column, oov=oov, case=case, rng="secure" if secure else seed, seed=seed, report=report, privacy_report=privacy_report,
-        report_examples=report_examples, book=book, show_progress=show_progress, workers=workers,
+        report_examples=report_examples, book=book, show_progress=show_progress, workers=workers, total=total,
     )
 
 
@@ -304,7 +305,7 @@ def _local_targets(inputs: tuple[str, ...], output: str, fmt: str | None) -> lis
 
 def _privatize_local(
     mech, inputs: tuple[str, ...], targets: list[str], *, fmt: str | None, column: str, oov: str, case: str, rng: Any, seed: int | None, report: bool,
-    privacy_report: str | None, report_examples: int, book: Any, show_progress: bool | None, workers: int | str,
+    privacy_report: str | None, report_examples: int, book: Any, show_progress: bool | None, workers: int | str, total: int | None,
 ) -> None:
     """Privatize each input into its target (one random stream per batch, spawned from ``rng``:
     input ``j``'s batch ``i`` draws from stream ``(j, i)``, whatever the number of workers), then
@@ -323,7 +324,6 @@ def _privatize_local(
         book.precheck(mech, inputs)  # a dataset already at its budget: refused before the run
     stats: dict[str, int] = {}
     docs: list | None = [] if report or privacy_report is not None else None
-    total = _input_chars(inputs)
     disable = None if show_progress is None else not show_progress
     with _privatizer(sampler, workers, total) as pool, progress(total, desc="privatize", disable=disable) as bar, warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)  # reported once below, as one line

@@ -426,9 +426,9 @@ def _write_compiled(
     cut = np.asarray(_parts(chosen.size), dtype=np.int64)  # the first token of each part but the first
     within = np.searchsorted(first, cut, side="right") - 1  # the text each cut token is in
     inside = cut > first[within]  # not a text's first token: that text is written in two pieces
-    at, t = within[inside] + 1, cut[inside]
-    text_starts, text_ends = np.insert(batch.text_starts, at, batch.starts[t]), np.insert(batch.text_ends, at - 1, batch.starts[t])
-    first = np.insert(first, at, t)
+    at, split = within[inside] + 1, cut[inside]  # where the second pieces go; their first tokens
+    text_starts, text_ends = np.insert(batch.text_starts, at, batch.starts[split]), np.insert(batch.text_ends, at - 1, batch.starts[split])
+    first = np.insert(first, at, split)
     texts_at = [0, *np.searchsorted(first, cut).tolist(), text_starts.size]
     outs = [np.empty(size + 8, dtype=np.uint8) for _ in texts_at[1:]]  # (pages never written cost nothing)
     bounds = [np.empty(2 * (j - i), dtype=np.int64) for i, j in itertools.pairwise(texts_at)]

@@ -185,7 +185,15 @@ def test_worker_errors_stop_every_worker(emb, monkeypatch):
     procs = list(pp._procs)
     it.close()  # the caller stops early
     assert procs and not pp._procs and not any(p.is_alive() for p in procs)
-    it = pp.privatize_batches(bl, rng=BatchStreams(1))
+    # a worker that dies before its first group (the send fails), and one that dies with groups
+    # in flight (far more groups than are in flight at once: it is needed after the first batch)
+    assert pp.start() == "whole"
+    pp._procs[0].kill()
+    pp._procs[0].join()
+    with pytest.raises(RuntimeError, match="stopped unexpectedly"):
+        list(pp.privatize_batches(bl, rng=BatchStreams(1)))
+    assert not pp._procs
+    it = pp.privatize_batches(batches(400), rng=BatchStreams(1))
     next(it)
     pp._procs[0].kill()
     with pytest.raises(RuntimeError, match="stopped unexpectedly"):
@@ -235,12 +243,14 @@ class _Counted:
         return getattr(self.conn, name)
 
 
-def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
+@pytest.mark.parametrize("quick", [False, True])
+def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch, quick):
     """With N processes, N - 1 are forked workers and this one privatizes a group itself while
     each worker has QUEUED_PER_WORKER unanswered groups holding as many characters (the next
-    waits in the worker's inbox, so it never waits for this process); with groups larger than a
-    pipe holds, neither side blocks the other's send (a thread in each worker reads its messages
-    as they come)."""
+    waits in the worker's inbox, so it never waits for this process), QUEUED_SHORT once a group
+    of its own was quick; with groups larger than a pipe holds, neither side blocks the other's
+    send (a thread in each worker reads its messages as they come)."""
+    monkeypatch.setattr(_text_fork, "SHORT_GROUP_SECONDS", 600.0 if quick else 0.0)  # every group quick / none
     mech = get_mechanism("custext", emb, epsilon=2.0)
     rng = np.random.default_rng(4)
     big = [[" ".join(rng.choice(WORDS, 70_000)) + "\n"] for _ in range(10)]  # about 300 KB a group, each way
@@ -272,7 +282,8 @@ def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch):
             t.join(timeout=10)
             pytest.fail("the main process and a worker blocked each other's sends")
     assert got == expected
-    assert max(most) == _text_fork.QUEUED_PER_WORKER  # a second group waiting at a worker
+    # a second group waiting at a worker; more once this process's group was quick
+    assert max(most) == (_text_fork.QUEUED_SHORT if quick else _text_fork.QUEUED_PER_WORKER)
     assert 1 <= here[0] < len(big) and len(most) + here[0] == len(big)
 
 

@@ -17,6 +17,7 @@ import multiprocessing.connection as mp_connection
 import queue
 import sys
 import threading
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -241,8 +242,17 @@ class _Group:
 
 
 #: Groups sent to one whole-pipeline worker and not answered yet: it works on one while the next
-#: waits in its inbox, so it never waits for the main process between groups.
+#: waits in its inbox, so it never waits for the main process between groups ...
 QUEUED_PER_WORKER = 2
+#: ... and this many once a group of this process's own took less than
+#: :data:`SHORT_GROUP_SECONDS`: when groups are that quick, what this process does between two
+#: visits to its workers (its own group, reading, writing, passing messages) lasts about as long
+#: as the groups waiting at a worker, which would then run dry (measured on two cores with a
+#: mechanism that samples in nanoseconds per word: a worker idle 0.42 s of a 2 s run with two,
+#: 0.12 s with four). Slower groups keep two: at the end of the input a worker's queue is the
+#: work left to it alone.
+QUEUED_SHORT = 4
+SHORT_GROUP_SECONDS = 0.02
 
 
 def run_whole(
@@ -251,11 +261,12 @@ def run_whole(
 ) -> Iterator[tuple[Any, list[str], list[int] | None]]:
     """The main process's side of :meth:`ParallelPrivatizer.privatize_batches` with whole-pipeline
     workers (``pp`` started them): groups of consecutive batches to the workers, at most
-    :data:`QUEUED_PER_WORKER` unanswered per worker. When each worker has that many, and at
-    least as many characters waiting as the next group holds (so none runs dry before this
-    process is back), this process privatizes the next group itself (the same :func:`_group`, so
-    a batch's output does not depend on where it ran). At most ``3 * QUEUED_PER_WORKER`` groups
-    per process are in flight or waiting to be yielded (bounded memory); the batches are yielded
+    :data:`QUEUED_PER_WORKER` unanswered per worker (:data:`QUEUED_SHORT` while this process's
+    own groups are quick). When each worker has that many, and at least as many characters
+    waiting as the next group holds (so none runs dry before this process is back), this process
+    privatizes the next group itself (the same :func:`_group`, so a batch's output does not
+    depend on where it ran, nor on this schedule). At most three times that many groups per
+    process are in flight or waiting to be yielded (bounded memory); the batches are yielded
     in order with their counts merged into ``stats`` and their (ids, outputs) given to the
     observers, in order. Meanwhile this process's BLAS and text loops run on ``pp.blas_threads``
     threads (its share of the cores). An error stops the workers and is raised."""
@@ -263,7 +274,8 @@ def run_whole(
     conns = pp._conns
     queued: list[deque[_Group]] = [deque() for _ in conns]  # each worker's unanswered groups, in order sent
     flight: deque[_Group] = deque()
-    window, group_chars = 3 * QUEUED_PER_WORKER * (len(conns) + 1), min(pp.group_chars, WHOLE_GROUP_CHARS)
+    depth = QUEUED_PER_WORKER  # unanswered groups per worker
+    group_chars = min(pp.group_chars, WHOLE_GROUP_CHARS)
     index = first
     pending: list[tuple[_Group, list[list[str]]]] = []  # the next group, read but not placed yet
 
@@ -282,13 +294,16 @@ def run_whole(
         flight.append(group)
         return group, texts
 
+    def window() -> int:
+        return 3 * depth * (len(conns) + 1)
+
     def fill() -> None:
-        while len(flight) < window:
+        while len(flight) < window():
             w = min(range(len(conns)), key=lambda i: len(queued[i]))
-            if len(queued[w]) >= QUEUED_PER_WORKER or peek() is None:
+            if len(queued[w]) >= depth or peek() is None:
                 return
             group, texts = place()
-            conns[w].send((streams, group.first, texts, oov, case, counts))
+            pp._send(w, (streams, group.first, texts, oov, case, counts))
             queued[w].append(group)
 
     def receive(timeout: float | None) -> None:
@@ -298,7 +313,7 @@ def run_whole(
             queued[w].popleft().result = reply
 
     def worth_here(chars: int) -> bool:  # every worker is kept busy meanwhile
-        return all(len(q) >= QUEUED_PER_WORKER and sum(g.chars for g in q) >= chars for q in queued)
+        return all(len(q) >= depth and sum(g.chars for g in q) >= chars for q in queued)
 
     pp._in_flight = True
     try:
@@ -317,10 +332,12 @@ def run_whole(
                         merge(stats, st, [], oov)
                         yield batch, out, per
                     continue
-                nxt = peek() if len(flight) < window else None
+                nxt = peek() if len(flight) < window() else None
                 if nxt is not None and worth_here(nxt[0].chars):
                     group, texts = place()
+                    started = time.perf_counter()
                     group.result = _checked(_group(base, bool(observers), streams, group.first, texts, oov, case, counts))[1]
+                    depth = QUEUED_SHORT if time.perf_counter() - started < SHORT_GROUP_SECONDS else QUEUED_PER_WORKER
                     continue
                 if not flight:
                     break

@@ -121,8 +121,8 @@ class ParallelPrivatizer:
         :meth:`privatize_batches` with :class:`BatchStreams` where forking is safe, this process
         is one of them: ``workers - 1`` are forked, and this one privatizes a group of batches
         whenever each of them has :data:`~deniable.backends._text_fork.QUEUED_PER_WORKER` groups
-        waiting (one process per core then keeps every core busy, with no process waiting on
-        another); otherwise ``workers`` worker processes do the text work and this process
+        waiting (:data:`~deniable.backends._text_fork.QUEUED_SHORT` when groups are quick; one
+        process per core then keeps every core busy, with no process waiting on another); otherwise ``workers`` worker processes do the text work and this process
         samples.
     min_words_per_worker
         A batch is split into at most ``ceil(characters / (6 * min_words_per_worker))`` shards,
@@ -223,9 +223,18 @@ class ParallelPrivatizer:
         try:
             return self._conns[w].recv()
         except (EOFError, OSError):
-            p = self._procs[w]
-            p.join(timeout=1)
-            raise RuntimeError(f"text worker process {p.pid} stopped unexpectedly (exit code {p.exitcode})") from None
+            raise self._stopped(w) from None
+
+    def _send(self, w: int, msg: Any) -> None:
+        try:
+            self._conns[w].send(msg)
+        except OSError:  # a broken pipe: the worker is gone
+            raise self._stopped(w) from None
+
+    def _stopped(self, w: int) -> RuntimeError:
+        p = self._procs[w]
+        p.join(timeout=1)
+        return RuntimeError(f"text worker process {p.pid} stopped unexpectedly (exit code {p.exitcode})")
 
     def __enter__(self) -> ParallelPrivatizer:
         return self
@@ -351,7 +360,7 @@ class ParallelPrivatizer:
                 if not batches:
                     return
                 w = idle.popleft()
-                self._conns[w].send((texts, oov, case, counts))
+                self._send(w, (texts, oov, case, counts))
                 flight.append(_Slot(w, batches, index))
                 index += len(batches)
 
@@ -373,7 +382,7 @@ class ParallelPrivatizer:
                     if slot.ids is not None:
                         chosen = [None if ids is None else np.asarray(self.mechanism.sample_ids(ids, rng=gen_of(slot.first + k)), dtype=np.int64)
                                   for k, ids in enumerate(slot.ids)]
-                        self._conns[slot.w].send(("chosen", chosen))
+                        self._send(slot.w, ("chosen", chosen))
                         slot.sampled, slot.ids = True, None
                     elif not slot.sampled and slot.result is None:
                         break  # still tokenizing: the batches after it wait
@@ -393,8 +402,8 @@ class ParallelPrivatizer:
     def _run(self, texts, shards, rng, oov, case, stats, privatized_per_text) -> list[str]:
         """One batch over the shards' workers; an error is raised (the caller stops the workers)."""
         want_counts = privatized_per_text is not None
-        for c, (a, b) in zip(self._conns, shards):
-            c.send(([texts[a:b]], oov, case, want_counts))
+        for i, (a, b) in enumerate(shards):
+            self._send(i, ([texts[a:b]], oov, case, want_counts))
         asked, parts, results = [], [], {}
         for i in range(len(shards)):
             kind, payload = _checked(self._recv(i))
@@ -408,7 +417,7 @@ class ParallelPrivatizer:
             chosen = np.asarray(self.mechanism.sample_ids(ids, rng=as_generator(rng)), dtype=np.int64)
             off = 0
             for i, part in zip(asked, parts):
-                self._conns[i].send(("chosen", [chosen[off : off + part.shape[0]]]))
+                self._send(i, ("chosen", [chosen[off : off + part.shape[0]]]))
                 off += part.shape[0]
             for i in asked:
                 results[i] = _checked(self._recv(i))[1]

@@ -253,7 +253,9 @@ def test_workers_take_the_next_group_while_working_on_one(emb, monkeypatch, quic
     monkeypatch.setattr(_text_fork, "SHORT_GROUP_SECONDS", 600.0 if quick else 0.0)  # every group quick / none
     mech = get_mechanism("custext", emb, epsilon=2.0)
     rng = np.random.default_rng(4)
-    big = [[" ".join(rng.choice(WORDS, 70_000)) + "\n"] for _ in range(10)]  # about 300 KB a group, each way
+    # about 300 KB a group, each way; enough groups left after this process's first to fill a
+    # worker to QUEUED_SHORT even when both answered all theirs meanwhile
+    big = [[" ".join(rng.choice(WORDS, 70_000)) + "\n"] for _ in range(16)]
     expected = [privatize_texts(mech, texts, rng=BatchStreams(7)(i)) for i, texts in enumerate(big)]
     most: list[int] = []
     here = [0]

@@ -122,8 +122,8 @@ class ParallelPrivatizer:
         is one of them: ``workers - 1`` are forked, and this one privatizes a group of batches
         whenever each of them has :data:`~deniable.backends._text_fork.QUEUED_PER_WORKER` groups
         waiting (:data:`~deniable.backends._text_fork.QUEUED_SHORT` when groups are quick; one
-        process per core then keeps every core busy, with no process waiting on another); otherwise ``workers`` worker processes do the text work and this process
-        samples.
+        process per core then keeps every core busy, with no process waiting on another);
+        otherwise ``workers`` worker processes do the text work and this process samples.
     min_words_per_worker
         A batch is split into at most ``ceil(characters / (6 * min_words_per_worker))`` shards,
         so small batches are not scattered (default 2,000 words).

@@ -26,8 +26,17 @@ whose sampling is a nearest-neighbour search over the vocabulary (Madlib, Mahala
 BRR; a few thousand words per second on a CPU) run on the first ``--slow-words`` words (default
 100,000) of the same file, unless ``--device`` samples on an accelerator.
 
+With ``--halves``, each round also runs the command pinned to one CPU core (the process and
+all it starts) and, side by side, two such commands each pinned to its own core and each on one
+half of the file's lines: two processes that share nothing (no messages; each reads and writes
+its own files, each pays the start-up). One-core time ÷ that pair's wall time is what this
+machine gives a split of the work between two processes without any cost of splitting it, a
+reference for ``--workers 2`` (whose outputs differ from the halves': the batches differ).
+``--repeat K`` writes the corpus up to K times over when ``--words`` asks for more than it has.
+
 Usage: ``python benchmarks/bench_cli_workers.py [--words 1200000] [--rounds 3]
-[--only custext tem] [--workers 1 2 4] [--device cuda] [--data imdb.csv.gz] [--json record.json]``
+[--only custext tem] [--workers 1 2 4] [--halves] [--repeat 3] [--device cuda] [--data imdb.csv.gz]
+[--json record.json]``
 """
 
 from __future__ import annotations
@@ -54,21 +63,58 @@ MECHANISMS = {"custext": 3.0, "tem": 3.0, "santext": 3.0, "madlib": 10.0}  # nam
 SLOW = {"madlib", "mahalanobis", "vickrey", "brr"}
 
 
-def _write_corpus(path: Path, n_words: int, data: Path) -> int:
+def _write_corpus(path: Path, n_words: int, data: Path, repeat: int = 1) -> int:
     """IMDb reviews, one per line (inner newlines as spaces), until ``n_words`` whitespace-separated
-    words; returns the words written."""
+    words, the whole corpus again (at most ``repeat`` times in all) while it has fewer; returns
+    the words written."""
     if not data.exists():
         sys.exit(f"needs the IMDb file {data} (see shared/data/README.md)")
     csv.field_size_limit(sys.maxsize)
     total = 0
-    with gzip.open(data, "rt", encoding="utf-8", newline="") as f, open(path, "w", encoding="utf-8") as out:
-        for row in csv.DictReader(f):
-            text = " ".join(row["review"].splitlines())
-            out.write(text + "\n")
-            total += len(text.split())
-            if total >= n_words:
-                break
+    with open(path, "w", encoding="utf-8") as out:
+        for _ in range(repeat):
+            with gzip.open(data, "rt", encoding="utf-8", newline="") as f:
+                for row in csv.DictReader(f):
+                    text = " ".join(row["review"].splitlines())
+                    out.write(text + "\n")
+                    total += len(text.split())
+                    if total >= n_words:
+                        return total
     return total
+
+
+def _halves(src: Path) -> tuple[Path, Path]:
+    """The first and the second half of ``src``'s lines (by bytes), as two files beside it."""
+    data = src.read_bytes()
+    cut = data.find(b"\n", len(data) // 2) + 1 or len(data)
+    first, second = src.with_suffix(".half1.txt"), src.with_suffix(".half2.txt")
+    first.write_bytes(data[:cut])
+    second.write_bytes(data[cut:])
+    return first, second
+
+
+def _command(src: Path, out: Path, name: str, epsilon: float, workers: int) -> list[str]:
+    exe = Path(sys.executable).with_name("deniable")  # the console script beside this Python
+    return [str(exe) if exe.exists() else "deniable", "privatize", str(src), "-o", str(out), "-m", name, "-e", str(epsilon),
+            "--seed", "0", "--no-progress", "--workers", str(workers)]
+
+
+def _pinned(pairs: list[tuple[Path, Path]], name: str, epsilon: float) -> float:
+    """Wall seconds of one one-core command per (input, output) pair, side by side, the k-th
+    pinned to the k-th CPU core this process may use."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < len(pairs):
+        sys.exit(f"--halves needs {len(pairs)} CPU cores, this process may use {len(cores)}")
+    t = time.perf_counter()
+    procs = [subprocess.Popen(_command(src, out, name, epsilon, 1), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda c=core: os.sched_setaffinity(0, {c}))  # type: ignore[misc]
+             for (src, out), core in zip(pairs, cores)]
+    errors = [p.communicate()[1] for p in procs]
+    wall = time.perf_counter() - t
+    for p, err in zip(procs, errors):
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(p.args)} failed:\n{err}")  # type: ignore[arg-type]
+    return wall
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -134,6 +180,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", nargs="*", default=None, help="mechanisms (default: custext tem santext madlib)")
     ap.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="worker counts, the first the reference (default: 1 2)")
+    ap.add_argument("--halves", action="store_true", help="also a one-core run and two one-core runs on the two halves side by side")
+    ap.add_argument("--repeat", type=int, default=1, help="write the corpus up to this many times over for --words (default 1)")
     ap.add_argument("--device", default=None, help="sample with the torch backend on this device (e.g. cuda)")
     ap.add_argument("--data", type=Path, default=IMDB, help="IMDb reviews, .csv.gz with a 'review' column")
     ap.add_argument("--json", type=Path, default=None)
@@ -144,19 +192,26 @@ def main() -> None:
     compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
+        halves: dict[Path, tuple[Path, Path]] = {}
         for size in sorted({args.slow_words if n in slow else args.words for n in names}):
             path = Path(tmp) / f"imdb_{size}.txt"
-            files[size] = (path, _write_corpus(path, size, args.data))
+            files[size] = (path, _write_corpus(path, size, args.data, args.repeat))
         print(f"machine: {platform.machine()}, {os.cpu_count()} cpu(s), Python {platform.python_version()}, numpy {np.__version__}")
         for name in names:
             src, n_words = files[args.slow_words if name in slow else args.words]
             eps = MECHANISMS.get(name, 3.0)
             counts = list(dict.fromkeys(args.workers))
             runs: dict[int, list[dict[str, Any]]] = {w: [] for w in counts}
+            pinned: dict[str, list[float]] = {"one_core": [], "halves": []}
+            if args.halves and src not in halves:
+                halves[src] = _halves(src)
             for _ in range(args.rounds):
                 for w in counts:
                     load = os.getloadavg()[0]
                     runs[w].append(_run(src, Path(tmp) / f"out_{w}.txt", name, eps, w, args.device) | {"load_average_1min": load})
+                if args.halves:
+                    pinned["one_core"].append(_pinned([(src, Path(tmp) / "out_one_core.txt")], name, eps))
+                    pinned["halves"].append(_pinned([(h, Path(tmp) / f"out_half{k}.txt") for k, h in enumerate(halves[src])], name, eps))
             identical = len({r["sha256"] for rs in runs.values() for r in rs}) == 1
             med = {w: statistics.median(r["seconds"] for r in rs) for w, rs in runs.items()}
             cpu = {w: {"main": statistics.median(r["cpu_main"] for r in rs), "workers": statistics.median(sum(r["cpu_workers"]) + r["cpu_forkserver"] for r in rs),
@@ -172,12 +227,20 @@ def main() -> None:
                 "load_average_range": [min(r["load_average_1min"] for rs in runs.values() for r in rs), max(r["load_average_1min"] for rs in runs.values() for r in rs)],
                 "runs": {str(w): rs for w, rs in runs.items()},
             }
+            if args.halves:
+                one, pair = statistics.median(pinned["one_core"]), statistics.median(pinned["halves"])
+                row |= {"median_seconds_one_core": one, "median_seconds_halves": pair, "halves_speedup": one / pair,
+                        **{f"one_core_speedup_{w}": one / med[w] for w in counts}, "pinned_runs": pinned}
             rows.append(row)
             times = "  ".join(f"--workers {w}: {med[w]:6.2f} s" for w in counts)
             speedups = " ".join(f"{med[first] / med[w]:.2f}" for w in counts[1:])
             print(f"{name:10s} {n_words:>10,d} words  {times}  speed-up {speedups}  "
                   f"CPU main {cpu[first]['main']:.2f} -> {cpu[last]['main']:.2f} s + workers {cpu[last]['workers']:.2f} s  "
                   f"identical {identical}  load {row['load_average_range'][0]:.1f}-{row['load_average_range'][1]:.1f}", flush=True)
+            if args.halves:
+                print(f"{'':10s} one core: {row['median_seconds_one_core']:6.2f} s  two halves side by side: {row['median_seconds_halves']:6.2f} s "
+                      f"({row['halves_speedup']:.2f}x one core)  "
+                      + "  ".join(f"--workers {w}: {row[f'one_core_speedup_{w}']:.2f}x one core" for w in counts), flush=True)
     if args.json:
         record = {
             "benchmark": "bench_cli_workers.py", "args": vars(args) | {"json": str(args.json), "data": str(args.data)},

@@ -26,6 +26,15 @@ def compile_package() -> None:
     compileall.compile_dir(Path(deniable.__file__).parent, quiet=1)
 
 
+def privatize_command(src: Path, out: Path, name: str, epsilon: float, workers: int, *, program: list[str] | None = None) -> list[str]:
+    """The benchmarks' ``deniable privatize`` command (seed 0, no progress bar): run by
+    ``program`` (default the console script beside this Python, else ``deniable`` on the PATH)."""
+    if program is None:
+        exe = Path(sys.executable).with_name("deniable")
+        program = [str(exe) if exe.exists() else "deniable"]
+    return [*program, "privatize", str(src), "-o", str(out), "-m", name, "-e", str(epsilon), "--seed", "0", "--no-progress", "--workers", str(workers)]
+
+
 def token_ids(emb: deniable.Embedding, n: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
     """``n`` vocabulary ids of real running text (IMDb review words; OOV -> -1, i.e. UNK), or
     Zipf-distributed ids when the shared data is absent; with a description of which."""

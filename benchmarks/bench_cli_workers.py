@@ -26,8 +26,8 @@ whose sampling is a nearest-neighbour search over the vocabulary (Madlib, Mahala
 BRR; a few thousand words per second on a CPU) run on the first ``--slow-words`` words (default
 100,000) of the same file, unless ``--device`` samples on an accelerator.
 
-With ``--halves``, each round also runs the command pinned to one CPU core (the process and
-all it starts) and, side by side, two such commands each pinned to its own core and each on one
+With ``--halves``, each round also runs the command (in the same driver) pinned to one CPU core
+(the process and all it starts) and, side by side, two such commands each pinned to its own core and each on one
 half of the file's lines: two processes that share nothing (no messages; each reads and writes
 its own files, each pays the start-up). One-core time ÷ that pair's wall time is what this
 machine gives a split of the work between two processes without any cost of splitting it, a
@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import IMDB, compile_package
+from _common import IMDB, compile_package, privatize_command
 
 MECHANISMS = {"custext": 3.0, "tem": 3.0, "santext": 3.0, "madlib": 10.0}  # name: epsilon
 SLOW = {"madlib", "mahalanobis", "vickrey", "brr"}
@@ -93,20 +93,15 @@ def _halves(src: Path) -> tuple[Path, Path]:
     return first, second
 
 
-def _command(src: Path, out: Path, name: str, epsilon: float, workers: int) -> list[str]:
-    exe = Path(sys.executable).with_name("deniable")  # the console script beside this Python
-    return [str(exe) if exe.exists() else "deniable", "privatize", str(src), "-o", str(out), "-m", name, "-e", str(epsilon),
-            "--seed", "0", "--no-progress", "--workers", str(workers)]
-
-
 def _pinned(pairs: list[tuple[Path, Path]], name: str, epsilon: float) -> float:
     """Wall seconds of one one-core command per (input, output) pair, side by side, the k-th
-    pinned to the k-th CPU core this process may use."""
+    pinned to the k-th CPU core this process may use; each in the driver, as the other runs (the
+    same start and end)."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < len(pairs):
         sys.exit(f"--halves needs {len(pairs)} CPU cores, this process may use {len(cores)}")
     t = time.perf_counter()
-    procs = [subprocess.Popen(_command(src, out, name, epsilon, 1), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    procs = [subprocess.Popen(privatize_command(src, out, name, epsilon, 1, program=_driver(out)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               preexec_fn=lambda c=core: os.sched_setaffinity(0, {c}))  # type: ignore[misc]
              for (src, out), core in zip(pairs, cores)]
     errors = [p.communicate()[1] for p in procs]
@@ -155,11 +150,17 @@ def _drive(cpu_file: str, argv: list[str]) -> None:
         Path(cpu_file).write_text(json.dumps({"main": time.process_time(), "workers": workers, "forkserver": sum(server), "mode": ",".join(modes)}))
 
 
+def _driver(out: Path) -> list[str]:
+    """The program that runs a command writing ``out``: this file's driver (see :func:`_drive`),
+    its CPU seconds beside ``out``."""
+    return [sys.executable, __file__, "--drive", str(out.with_suffix(".cpu.json"))]
+
+
 def _run(src: Path, out: Path, name: str, epsilon: float, workers: int, device: str | None = None) -> dict[str, Any]:
     """Wall seconds, CPU seconds, output sha256 and the summary line of one command."""
     cpu_file = out.with_suffix(".cpu.json")
-    cmd = [sys.executable, __file__, "--drive", str(cpu_file), "privatize", str(src), "-o", str(out), "-m", name, "-e", str(epsilon),
-           "--seed", "0", "--no-progress", "--workers", str(workers), *(["--device", device] if device else [])]
+    cmd = [*privatize_command(src, out, name, epsilon, workers, program=_driver(out)),
+           *(["--device", device] if device else [])]
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import IMDB, compile_package
+from _common import IMDB, compile_package, privatize_command
 
 import deniable
 from deniable import _threads
@@ -151,9 +151,7 @@ def _cli_seconds(name: str, epsilon: float, src: Path, workers: int = 1, *, one_
     one CPU core only, with everything it starts)."""
     with tempfile.TemporaryDirectory(prefix="deniable-bench-text-") as tmp:
         dst = Path(tmp) / "out.txt"
-        exe = Path(sys.executable).with_name("deniable")  # the console script beside this Python
-        cmd = [str(exe) if exe.exists() else "deniable", "privatize", str(src), "-o", str(dst), "-m", name, "-e", str(epsilon), "--seed", "0",
-               "--no-progress", "--workers", str(workers)]
+        cmd = privatize_command(src, dst, name, epsilon, workers)
         core = min(os.sched_getaffinity(0)) if one_core else None
         t = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if one_core else None)
